@@ -1,0 +1,347 @@
+#include "core/cluster_model.h"
+
+#include <utility>
+
+#include "core/strings.h"
+
+namespace berth::core {
+
+ResourceVector NodeState::Free() const {
+  ResourceVector free = node.allocatable;
+  free.Sub(requested);
+  free.Sub(assumed);
+  return free;
+}
+
+// ---- ClusterState (reads) --------------------------------------------------------------------
+
+NodeSlot ClusterState::FindNodeSlot(std::string_view name) const {
+  auto it = node_by_name_.find(name);
+  if (it == node_by_name_.end() || !nodes_[it->second].present) return kNoNode;
+  return it->second;
+}
+
+const NodeState* ClusterState::FindNode(std::string_view name) const {
+  const NodeSlot slot = FindNodeSlot(name);
+  return slot == kNoNode ? nullptr : &nodes_[slot];
+}
+
+const PodState* ClusterState::FindPod(std::string_view uid) const {
+  auto it = pod_by_uid_.find(uid);
+  return it == pod_by_uid_.end() ? nullptr : &pods_[it->second];
+}
+
+const PodState* ClusterState::FindPodByName(std::string_view ns, std::string_view name) const {
+  auto it = pod_by_name_.find(std::make_pair(ns, name));
+  return it == pod_by_name_.end() ? nullptr : &pods_[it->second];
+}
+
+void ClusterState::ForEachNode(const std::function<void(NodeSlot, const NodeState&)>& fn) const {
+  for (size_t i = 0; i < nodes_.size(); ++i) {
+    if (nodes_[i].present) fn(static_cast<NodeSlot>(i), nodes_[i]);
+  }
+}
+
+void ClusterState::ForEachPod(const std::function<void(PodSlot, const PodState&)>& fn) const {
+  for (size_t i = 0; i < pods_.size(); ++i) {
+    if (pods_[i].live) fn(static_cast<PodSlot>(i), pods_[i]);
+  }
+}
+
+const LedgerEntry* ClusterState::FindBind(std::string_view uid) const {
+  auto it = ledger_.find(uid);
+  return it == ledger_.end() ? nullptr : &it->second;
+}
+
+// ---- ClusterModel (the writer) ---------------------------------------------------------------
+
+ClusterModel::ClusterModel(const Clock* clock) : clock_(clock) {}
+
+ClusterModel::ReadView::ReadView(const ClusterModel* model) : model_(model) {
+  model_->mu_.ReaderLock();
+}
+
+ClusterModel::ReadView::~ReadView() { model_->mu_.ReaderUnlock(); }
+
+void ClusterModel::Touch(NodeSlot slot) { nodes_[slot].generation = generation_; }
+
+NodeSlot ClusterModel::NodeSlotFor(const std::string& name) {
+  if (auto it = node_by_name_.find(name); it != node_by_name_.end()) return it->second;
+  NodeSlot slot;
+  if (!free_node_slots_.empty()) {
+    slot = free_node_slots_.back();
+    free_node_slots_.pop_back();
+    nodes_[slot] = NodeState{};
+  } else {
+    slot = static_cast<NodeSlot>(nodes_.size());
+    nodes_.emplace_back();
+  }
+  nodes_[slot].node.name = name;
+  node_by_name_.emplace(name, slot);
+  return slot;
+}
+
+void ClusterModel::MaybeFreeNodeSlot(NodeSlot slot) {
+  NodeState& n = nodes_[slot];
+  if (n.present || !n.pods.empty() || !n.assumed.IsZero()) return;
+  node_by_name_.erase(n.node.name);
+  n = NodeState{};
+  free_node_slots_.push_back(slot);
+}
+
+ApplyStats ClusterModel::Apply(std::span<const ModelEvent> events) {
+  ApplyStats stats;
+  absl::MutexLock lock(&mu_);
+  for (const ModelEvent& event : events) {
+    ++generation_;
+    std::visit(
+        [&](const auto& e) {
+          using T = std::decay_t<decltype(e)>;
+          if constexpr (std::is_same_v<T, NodeUpsert>) {
+            UpsertNode(e.node, &stats);
+          } else if constexpr (std::is_same_v<T, NodeDelete>) {
+            DeleteNode(e.name, &stats);
+          } else if constexpr (std::is_same_v<T, PodUpsert>) {
+            UpsertPod(e.pod, &stats);
+          } else {
+            DeletePod(e, &stats);
+          }
+        },
+        event);
+  }
+  return stats;
+}
+
+void ClusterModel::UpsertNode(Node node, ApplyStats* stats) {
+  const NodeSlot slot = NodeSlotFor(node.name);
+  NodeState& n = nodes_[slot];
+  if (!n.present) ++present_nodes_;
+  n.present = true;
+  n.node = std::move(node);
+  Touch(slot);
+  ++stats->nodes_upserted;
+}
+
+void ClusterModel::DeleteNode(const std::string& name, ApplyStats* stats) {
+  auto it = node_by_name_.find(name);
+  if (it == node_by_name_.end() || !nodes_[it->second].present) return;  // idempotent
+  const NodeSlot slot = it->second;
+  NodeState& n = nodes_[slot];
+  n.present = false;
+  --present_nodes_;
+  // Bound pods keep their usage in the slot: Kubernetes deletes them separately, and a node
+  // that comes back (same name) must see them.
+  n.node = Node{.name = n.node.name};
+  Touch(slot);
+  ++stats->nodes_deleted;
+  MaybeFreeNodeSlot(slot);
+}
+
+void ClusterModel::Uncount(PodSlot slot) {
+  PodState& p = pods_[slot];
+  if (p.counted_on == kNoNode) return;
+  NodeState& n = nodes_[p.counted_on];
+  n.requested.Sub(p.pod.request);
+  // Swap-remove from the node's pod list.
+  const uint32_t idx = p.index_on_node;
+  const PodSlot last = n.pods.back();
+  n.pods[idx] = last;
+  pods_[last].index_on_node = idx;
+  n.pods.pop_back();
+  const NodeSlot node_slot = p.counted_on;
+  p.counted_on = kNoNode;
+  Touch(node_slot);
+  MaybeFreeNodeSlot(node_slot);
+}
+
+void ClusterModel::Count(PodSlot slot) {
+  PodState& p = pods_[slot];
+  if (p.pod.node_name.empty() || IsTerminal(p.pod.phase)) return;
+  const NodeSlot node_slot = NodeSlotFor(p.pod.node_name);
+  NodeState& n = nodes_[node_slot];
+  n.requested.Add(p.pod.request);
+  p.counted_on = node_slot;
+  p.index_on_node = static_cast<uint32_t>(n.pods.size());
+  n.pods.push_back(slot);
+  Touch(node_slot);
+}
+
+void ClusterModel::EraseLedger(std::string_view uid) {
+  auto it = ledger_.find(uid);
+  if (it == ledger_.end()) return;
+  const NodeSlot slot = it->second.node;
+  nodes_[slot].assumed.Sub(it->second.request);
+  Touch(slot);
+  ledger_.erase(it);
+  MaybeFreeNodeSlot(slot);
+}
+
+void ClusterModel::ReconcileLedger(PodSlot slot, ApplyStats* stats) {
+  const Pod& pod = pods_[slot].pod;
+  auto it = ledger_.find(pod.uid);
+  if (it == ledger_.end()) return;
+  if (IsTerminal(pod.phase)) {
+    EraseLedger(pod.uid);
+    return;
+  }
+  if (pod.node_name.empty()) return;  // the Binding has not shown up yet
+  // The pod is bound: on our node this confirms the bind, elsewhere the API server overruled
+  // it. Either way the pod's own accounting takes over from the ledger.
+  if (nodes_[it->second.node].node.name == pod.node_name) ++stats->binds_confirmed;
+  EraseLedger(pod.uid);
+}
+
+void ClusterModel::UpsertPod(Pod pod, ApplyStats* stats) {
+  // A pod recreated under the same name (new uid) replaces the old object.
+  if (auto it = pod_by_name_.find(std::make_pair(std::string_view(pod.ns),
+                                                 std::string_view(pod.name)));
+      it != pod_by_name_.end() && pods_[it->second].pod.uid != pod.uid) {
+    const std::string old_uid = pods_[it->second].pod.uid;
+    EraseLedger(old_uid);
+    RemovePodSlot(it->second);
+  }
+  PodSlot slot;
+  if (auto it = pod_by_uid_.find(pod.uid); it != pod_by_uid_.end()) {
+    slot = it->second;
+    Uncount(slot);
+    PodState& p = pods_[slot];
+    // Keys are views into the stored strings: drop them while the strings are replaced.
+    pod_by_uid_.erase(it);
+    pod_by_name_.erase(std::make_pair(std::string_view(p.pod.ns), std::string_view(p.pod.name)));
+    p.pod = std::move(pod);
+  } else {
+    if (!free_pod_slots_.empty()) {
+      slot = free_pod_slots_.back();
+      free_pod_slots_.pop_back();
+    } else {
+      slot = static_cast<PodSlot>(pods_.size());
+      pods_.emplace_back();
+    }
+    PodState& p = pods_[slot];
+    p = PodState{};
+    p.pod = std::move(pod);
+    p.live = true;
+    ++live_pods_;
+  }
+  PodState& p = pods_[slot];
+  pod_by_uid_.emplace(std::string_view(p.pod.uid), slot);
+  pod_by_name_.emplace(std::make_pair(std::string_view(p.pod.ns), std::string_view(p.pod.name)),
+                       slot);
+  Count(slot);
+  ReconcileLedger(slot, stats);
+  ++stats->pods_upserted;
+}
+
+void ClusterModel::RemovePodSlot(PodSlot slot) {
+  PodState& p = pods_[slot];
+  Uncount(slot);
+  pod_by_uid_.erase(std::string_view(p.pod.uid));
+  pod_by_name_.erase(std::make_pair(std::string_view(p.pod.ns), std::string_view(p.pod.name)));
+  p = PodState{};
+  free_pod_slots_.push_back(slot);
+  --live_pods_;
+}
+
+void ClusterModel::DeletePod(const PodDelete& del, ApplyStats* stats) {
+  PodSlot slot;
+  if (auto it = pod_by_uid_.find(std::string_view(del.uid));
+      !del.uid.empty() && it != pod_by_uid_.end()) {
+    slot = it->second;
+  } else if (auto it2 = pod_by_name_.find(
+                 std::make_pair(std::string_view(del.ns), std::string_view(del.name)));
+             del.uid.empty() && it2 != pod_by_name_.end()) {
+    slot = it2->second;
+  } else {
+    EraseLedger(del.uid);
+    return;  // idempotent: deleting an unknown pod changes nothing
+  }
+  EraseLedger(pods_[slot].pod.uid);
+  RemovePodSlot(slot);
+  ++stats->pods_deleted;
+}
+
+absl::StatusOr<bool> ClusterModel::Assume(std::string_view uid, std::string_view node,
+                                          const PlacementCheck& check) {
+  absl::MutexLock lock(&mu_);
+  auto pit = pod_by_uid_.find(uid);
+  if (pit == pod_by_uid_.end()) {
+    return absl::NotFoundError(StrCat("pod with uid ", uid, " is not known to berth"));
+  }
+  const PodState& p = pods_[pit->second];
+  const NodeSlot slot = FindNodeSlot(node);
+  if (slot == kNoNode) {
+    return absl::NotFoundError(StrCat("node ", node, " is not known to berth"));
+  }
+  if (!p.pod.node_name.empty()) {
+    if (p.pod.node_name == node) return false;
+    return absl::FailedPreconditionError(StrCat("pod ", p.pod.ns, "/", p.pod.name,
+                                                      " is already bound to node ",
+                                                      p.pod.node_name));
+  }
+  if (IsTerminal(p.pod.phase)) {
+    return absl::FailedPreconditionError(StrCat("pod ", p.pod.ns, "/", p.pod.name, " has ",
+                                                      PodPhaseName(p.pod.phase)));
+  }
+  if (auto lit = ledger_.find(uid); lit != ledger_.end()) {
+    if (lit->second.node == slot) return false;
+    return absl::FailedPreconditionError(
+        StrCat("pod ", p.pod.ns, "/", p.pod.name, " is already being bound to node ",
+                     nodes_[lit->second.node].node.name));
+  }
+  if (check) {
+    if (absl::Status s = check(*this, p, nodes_[slot]); !s.ok()) return s;
+  }
+  ++generation_;
+  nodes_[slot].assumed.Add(p.pod.request);
+  Touch(slot);
+  ledger_.emplace(std::string(uid), LedgerEntry{.node = slot,
+                                                 .request = p.pod.request,
+                                                 .state = BindState::kAssumed,
+                                                 .since = clock_->Now()});
+  return true;
+}
+
+void ClusterModel::BindSucceeded(std::string_view uid) {
+  absl::MutexLock lock(&mu_);
+  if (auto it = ledger_.find(uid); it != ledger_.end()) {
+    it->second.state = BindState::kBound;
+    it->second.since = clock_->Now();
+  }
+}
+
+void ClusterModel::Forget(std::string_view uid) {
+  absl::MutexLock lock(&mu_);
+  ++generation_;
+  EraseLedger(uid);
+}
+
+absl::Status ClusterModel::ConfirmBindLocally(std::string_view uid) {
+  absl::MutexLock lock(&mu_);
+  auto lit = ledger_.find(uid);
+  auto pit = pod_by_uid_.find(uid);
+  if (lit == ledger_.end() || pit == pod_by_uid_.end()) {
+    return absl::NotFoundError(StrCat("no bind in flight for pod uid ", uid));
+  }
+  ++generation_;
+  Pod pod = pods_[pit->second].pod;
+  pod.node_name = nodes_[lit->second.node].node.name;
+  pod.phase = PodPhase::kRunning;
+  pod.nominated_node.clear();
+  ApplyStats stats;
+  UpsertPod(std::move(pod), &stats);
+  return absl::OkStatus();
+}
+
+int ClusterModel::ExpireBinds(absl::Duration ttl) {
+  absl::MutexLock lock(&mu_);
+  const absl::Time now = clock_->Now();
+  std::vector<std::string> expired;
+  for (const auto& [uid, entry] : ledger_) {
+    if (entry.state == BindState::kBound && now - entry.since > ttl) expired.push_back(uid);
+  }
+  if (!expired.empty()) ++generation_;
+  for (const std::string& uid : expired) EraseLedger(uid);
+  return static_cast<int>(expired.size());
+}
+
+}  // namespace berth::core

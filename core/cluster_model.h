@@ -1,0 +1,207 @@
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "core/clock.h"
+#include "core/objects.h"
+#include "core/resources.h"
+#include "core/strings.h"
+
+namespace berth::core {
+
+using NodeSlot = uint32_t;
+using PodSlot = uint32_t;
+inline constexpr NodeSlot kNoNode = UINT32_MAX;
+
+/// One node slot of the model. A slot also exists for a node name that bound pods refer to but
+/// that berth has not seen as a Node (yet, or any more): `present` is false and the pods' usage
+/// is kept there, so it is counted again as soon as the Node (re)appears, whatever the order in
+/// which objects arrive.
+struct NodeState {
+  Node node;
+  bool present = false;
+  ResourceVector requested;   ///< effective requests of the bound, non-terminal pods
+  ResourceVector assumed;     ///< in-flight binds (see BindLedger)
+  std::vector<PodSlot> pods;  ///< the bound, non-terminal pods
+  uint64_t generation = 0;    ///< model generation of the last change to this slot
+
+  /// allocatable - requested - assumed, per resource (may be negative when over-committed).
+  ResourceVector Free() const;
+};
+
+/// One pod of the model.
+struct PodState {
+  Pod pod;
+  NodeSlot counted_on = kNoNode;  ///< node whose `requested` includes this pod
+  uint32_t index_on_node = 0;     ///< position in that node's `pods`
+  bool live = false;              ///< false for a free slot
+};
+
+/// State of an in-flight bind. kAssumed: berth accepted the bind and is creating the Binding;
+/// kBound: the Binding was created, the pod watch has not confirmed it yet.
+enum class BindState : uint8_t { kAssumed, kBound };
+
+/// One entry of the bind ledger: the pod's request is held on `node` until the pod watch
+/// confirms the placement, the bind fails, or the entry expires.
+struct LedgerEntry {
+  NodeSlot node = kNoNode;
+  ResourceVector request;
+  BindState state = BindState::kAssumed;
+  absl::Time since;  ///< when the entry entered its current state
+};
+
+// Model events: exactly what the Kubernetes watch (or POST /v1/events) delivers.
+struct NodeUpsert { Node node; };
+struct NodeDelete { std::string name; };
+struct PodUpsert { Pod pod; };
+struct PodDelete { std::string uid; std::string ns; std::string name; };
+using ModelEvent = std::variant<NodeUpsert, NodeDelete, PodUpsert, PodDelete>;
+
+/// Everything the model knows, read-only. Obtained through ClusterModel::Read(), which holds the
+/// model's reader lock for as long as the view lives, so every read in one verb sees one
+/// consistent state.
+class ClusterState {
+ public:
+  ClusterState() = default;
+  ClusterState(const ClusterState&) = delete;
+  ClusterState& operator=(const ClusterState&) = delete;
+
+  uint64_t generation() const { return generation_; }
+  const ResourceNames& resources() const { return *resources_; }
+
+  const NodeState* FindNode(std::string_view name) const;
+  const PodState* FindPod(std::string_view uid) const;
+  const PodState* FindPodByName(std::string_view ns, std::string_view name) const;
+  const NodeState& node(NodeSlot slot) const { return nodes_[slot]; }
+  const PodState& pod(PodSlot slot) const { return pods_[slot]; }
+  /// \return the slot of a node that is present, or kNoNode.
+  NodeSlot FindNodeSlot(std::string_view name) const;
+
+  /// Present nodes, in slot order.
+  void ForEachNode(const std::function<void(NodeSlot, const NodeState&)>& fn) const;
+  /// Live pods, in slot order.
+  void ForEachPod(const std::function<void(PodSlot, const PodState&)>& fn) const;
+  size_t node_count() const { return present_nodes_; }
+  size_t pod_count() const { return live_pods_; }
+
+  /// The in-flight bind of a pod, if any.
+  const LedgerEntry* FindBind(std::string_view uid) const;
+  size_t binds_in_flight() const { return ledger_.size(); }
+
+ protected:
+  std::shared_ptr<ResourceNames> resources_ = std::make_shared<ResourceNames>();
+  uint64_t generation_ = 0;
+  std::deque<NodeState> nodes_;  // deque: slots never move, so views into them stay valid
+  absl::flat_hash_map<std::string, NodeSlot, StringHash, StringEq> node_by_name_;
+  std::vector<NodeSlot> free_node_slots_;
+  size_t present_nodes_ = 0;
+  std::deque<PodState> pods_;
+  absl::flat_hash_map<std::string_view, PodSlot, StringHash, StringEq> pod_by_uid_;  // views into pods_[].pod.uid
+  absl::flat_hash_map<std::pair<std::string_view, std::string_view>, PodSlot, StringPairHash>
+      pod_by_name_;
+  std::vector<PodSlot> free_pod_slots_;
+  size_t live_pods_ = 0;
+  absl::flat_hash_map<std::string, LedgerEntry, StringHash, StringEq> ledger_;  // by pod uid
+};
+
+/// Counts of what one Apply() changed.
+struct ApplyStats {
+  int nodes_upserted = 0;
+  int nodes_deleted = 0;
+  int pods_upserted = 0;
+  int pods_deleted = 0;
+  int binds_confirmed = 0;
+};
+
+/// The cluster model: the single writer of ClusterState. Every mutation takes the model's lock
+/// exclusively; every verb reads through a ReadView that holds it shared. Applying one event
+/// touches only the node and pod it names (no rebuild), so events cost microseconds.
+class ClusterModel : private ClusterState {
+ public:
+  /// \param clock used to stamp ledger entries; must outlive the model.
+  explicit ClusterModel(const Clock* clock);
+
+  /// A consistent, read-only view of the model; holds the reader lock while it lives.
+  class ReadView {
+   public:
+    explicit ReadView(const ClusterModel* model) ABSL_NO_THREAD_SAFETY_ANALYSIS;
+    ~ReadView() ABSL_NO_THREAD_SAFETY_ANALYSIS;
+    ReadView(const ReadView&) = delete;
+    ReadView& operator=(const ReadView&) = delete;
+    const ClusterState& operator*() const { return *model_; }
+    const ClusterState* operator->() const { return model_; }
+
+   private:
+    const ClusterModel* model_;
+  };
+
+  ReadView Read() const { return ReadView(this); }
+
+  /// The resource-name table. Thread-safe on its own: decoders intern names without the lock.
+  ResourceNames& resources() { return *resources_; }
+  const ResourceNames& resources() const { return *resources_; }
+
+  /// Applies events in order, atomically with respect to readers.
+  ApplyStats Apply(std::span<const ModelEvent> events);
+  ApplyStats Apply(const ModelEvent& event) { return Apply(std::span<const ModelEvent>(&event, 1)); }
+
+  /// Checks a placement against the current state, under the write lock.
+  using PlacementCheck =
+      std::function<absl::Status(const ClusterState&, const PodState&, const NodeState&)>;
+
+  /// Records that pod `uid` is being bound to `node`: its request is held on the node at once,
+  /// so the next filter sees the node's capacity reduced before any confirmation arrives.
+  /// `check` runs first, under the same lock, so two concurrent binds cannot both take the last
+  /// room. Idempotent for a pod already bound or being bound to the same node.
+  /// \return true when the room is now held; false when the pod was already bound (or being
+  /// bound) to that node and nothing changed; NotFound for an unknown pod or node;
+  /// FailedPrecondition when the pod is bound elsewhere or `check` refuses.
+  absl::StatusOr<bool> Assume(std::string_view uid, std::string_view node,
+                              const PlacementCheck& check);
+  /// The Binding was created; the entry now waits for the pod watch to confirm it.
+  void BindSucceeded(std::string_view uid);
+  /// Drops an in-flight bind (the Binding failed): the held room is released.
+  void Forget(std::string_view uid);
+  /// Marks pod `uid` as bound to its ledger node and running, as the API server and kubelet
+  /// would; used in standalone mode, where berth itself is the source of truth.
+  absl::Status ConfirmBindLocally(std::string_view uid);
+  /// Drops ledger entries that have waited in kBound longer than `ttl` for their confirmation.
+  /// Entries still in kAssumed never expire: their bind call has not returned yet.
+  /// \return how many were dropped.
+  int ExpireBinds(absl::Duration ttl);
+
+ private:
+  NodeSlot NodeSlotFor(const std::string& name) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void MaybeFreeNodeSlot(NodeSlot slot) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void UpsertNode(Node node, ApplyStats* stats) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void DeleteNode(const std::string& name, ApplyStats* stats) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void UpsertPod(Pod pod, ApplyStats* stats) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void DeletePod(const PodDelete& del, ApplyStats* stats) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void RemovePodSlot(PodSlot slot) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Uncount(PodSlot slot) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Count(PodSlot slot) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void EraseLedger(std::string_view uid) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  /// Reconciles the ledger entry of a pod with what the pod object now says.
+  void ReconcileLedger(PodSlot slot, ApplyStats* stats) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Touch(NodeSlot slot) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  const Clock* clock_;
+  mutable absl::Mutex mu_;
+};
+
+}  // namespace berth::core

@@ -1,0 +1,108 @@
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "absl/time/time.h"
+#include "core/resources.h"
+
+namespace berth::core {
+
+/// Labels or annotations: (key, value) pairs sorted by key, keys unique.
+class Labels {
+ public:
+  Labels() = default;
+  /// Sets `key` to `value`, keeping the pairs sorted.
+  void Set(std::string key, std::string value);
+  /// \return the value of `key`, or nullopt.
+  std::optional<std::string_view> Get(std::string_view key) const;
+  bool Has(std::string_view key) const { return Get(key).has_value(); }
+  const std::vector<std::pair<std::string, std::string>>& items() const { return items_; }
+  size_t size() const { return items_.size(); }
+  bool empty() const { return items_.empty(); }
+  friend bool operator==(const Labels&, const Labels&) = default;
+
+ private:
+  std::vector<std::pair<std::string, std::string>> items_;
+};
+
+/// A node taint (`spec.taints[]`).
+struct Taint {
+  std::string key;
+  std::string value;
+  std::string effect;  // NoSchedule, PreferNoSchedule or NoExecute
+  friend bool operator==(const Taint&, const Taint&) = default;
+};
+
+/// What berth keeps of a Kubernetes Node.
+struct Node {
+  std::string name;
+  Labels labels;
+  ResourceVector capacity;
+  ResourceVector allocatable;
+  bool unschedulable = false;
+  std::vector<Taint> taints;
+  absl::Time creation = absl::InfinitePast();
+};
+
+enum class PodPhase : uint8_t { kPending, kRunning, kSucceeded, kFailed, kUnknown };
+
+std::string_view PodPhaseName(PodPhase phase);
+std::optional<PodPhase> ParsePodPhase(std::string_view text);
+/// Succeeded and Failed pods no longer hold node resources.
+inline bool IsTerminal(PodPhase phase) {
+  return phase == PodPhase::kSucceeded || phase == PodPhase::kFailed;
+}
+
+/// What berth keeps of a Kubernetes Pod: identity, placement, priority, the labels and
+/// annotations berth's policies read, and the effective request (see EffectiveRequest).
+struct Pod {
+  std::string uid;
+  std::string ns;
+  std::string name;
+  std::string scheduler_name = "default-scheduler";
+  std::string node_name;       // spec.nodeName; empty while not bound
+  std::string nominated_node;  // status.nominatedNodeName
+  PodPhase phase = PodPhase::kPending;
+  int32_t priority = 0;
+  std::string priority_class;
+  absl::Time creation = absl::InfinitePast();
+  bool terminating = false;  // metadata.deletionTimestamp is set
+  Labels labels;             // only the keys berth reads (see IsBerthKey)
+  Labels annotations;        // only the keys berth reads
+  ResourceVector request;    // effective request, including one unit of `pods`
+
+  /// "namespace/name".
+  std::string Key() const { return ns + "/" + name; }
+};
+
+/// True for label and annotation keys berth's policies read. The model keeps only these, so
+/// that a pod costs a few hundred bytes whatever its metadata carries.
+bool IsBerthKey(std::string_view key);
+
+/// Requests of one container, as decoded from `resources.requests`.
+struct ContainerRequest {
+  ResourceVector requests;
+  bool sidecar = false;  // an init container with restartPolicy: Always
+};
+
+/// The parts of a pod spec that determine its effective request.
+struct PodResourceSpec {
+  std::vector<ResourceVector> containers;
+  std::vector<ContainerRequest> init_containers;
+  /// Pod-level `spec.resources.requests`: (resource, amount) for each resource it sets.
+  std::vector<std::pair<ResourceId, int64_t>> pod_level;
+  ResourceVector overhead;
+};
+
+/// The request kube-scheduler's NodeResourcesFit compares with node allocatable, per resource:
+/// max(sum of containers and sidecars, each init container plus the sidecars started before it);
+/// a pod-level request replaces it; `spec.overhead` is added. One unit of `pods` is added,
+/// because every pod takes one of a node's pod slots.
+ResourceVector EffectiveRequest(const PodResourceSpec& spec);
+
+}  // namespace berth::core

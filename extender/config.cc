@@ -1,0 +1,172 @@
+#include "extender/config.h"
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "core/strings.h"
+#include "extender/json.h"
+
+namespace berth::extender {
+namespace {
+
+absl::Status CheckKnown(simdjson::dom::object obj, const std::set<std::string_view>& known,
+                        const JsonPath& path) {
+  for (auto [key, value] : obj) {
+    if (!known.contains(key)) {
+      std::string list;
+      for (std::string_view k : known) StrAppend(&list, list.empty() ? "" : ", ", k);
+      return FieldError(path.Field(key), StrCat("unknown field (known: ", list, ")"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<std::string>> StringList(simdjson::dom::object obj, std::string_view key,
+                                                    const JsonPath& path,
+                                                    std::vector<std::string> dflt) {
+  auto arr = OptionalArray(obj, key, path);
+  if (!arr.ok()) return arr.status();
+  if (!arr->has_value()) return dflt;
+  std::vector<std::string> out;
+  int64_t i = 0;
+  for (simdjson::dom::element el : **arr) {
+    auto s = AsString(el, path.Field(key).Element(i++));
+    if (!s.ok()) return s.status();
+    out.emplace_back(*s);
+  }
+  return out;
+}
+
+absl::Status ParsePolicies(simdjson::dom::object obj, const JsonPath& path,
+                           policy::PolicyConfig* out) {
+  if (auto s = CheckKnown(obj, {"filters", "scores", "preempt", "admission", "order"}, path);
+      !s.ok()) {
+    return s;
+  }
+  for (auto [key, target] :
+       {std::pair<std::string_view, std::vector<std::string>*>{"filters", &out->filters},
+        {"preempt", &out->preempt},
+        {"admission", &out->admission},
+        {"order", &out->order}}) {
+    auto list = StringList(obj, key, path, *target);
+    if (!list.ok()) return list.status();
+    *target = *std::move(list);
+  }
+  auto scores = OptionalArray(obj, "scores", path);
+  if (!scores.ok()) return scores.status();
+  if (scores->has_value()) {
+    out->scores.clear();
+    int64_t i = 0;
+    for (simdjson::dom::element el : **scores) {
+      const JsonPath spath = path.Field("scores").Element(i++);
+      auto sobj = AsObject(el, spath);
+      if (!sobj.ok()) return sobj.status();
+      if (auto s = CheckKnown(*sobj, {"name", "weight"}, spath); !s.ok()) return s;
+      auto name = OptionalString(*sobj, "name", spath);
+      if (!name.ok()) return name.status();
+      if (!name->has_value()) return FieldError(spath.Field("name"), "required");
+      auto weight = OptionalInt(*sobj, "weight", spath);
+      if (!weight.ok()) return weight.status();
+      out->scores.emplace_back(std::string(**name), weight->value_or(1));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<Config> ParseConfig(std::string_view json, std::string_view source) {
+  auto fail = [&](const absl::Status& s) {
+    return absl::InvalidArgumentError(StrCat(source, ": ", s.message()));
+  };
+  absl::StatusOr<JsonDocument> doc = JsonDocument::Parse(json);
+  if (!doc.ok()) return fail(doc.status());
+  const JsonPath top;
+  auto obj = AsObject(doc->root(), top);
+  if (!obj.ok()) return fail(obj.status());
+  if (auto s = CheckKnown(*obj,
+                          {"schedulerName", "topologyLevels", "maxRequestBytes", "httpThreads",
+                           "bindConfirmTimeoutSeconds", "policies", "binpack"},
+                          top);
+      !s.ok()) {
+    return fail(s);
+  }
+  Config c;
+  auto name = OptionalString(*obj, "schedulerName", top);
+  if (!name.ok()) return fail(name.status());
+  if (name->has_value()) {
+    if ((*name)->empty()) return fail(FieldError(top.Field("schedulerName"), "must not be empty"));
+    c.scheduler_name = std::string(**name);
+  }
+  auto levels = StringList(*obj, "topologyLevels", top, c.topology_levels);
+  if (!levels.ok()) return fail(levels.status());
+  c.topology_levels = *std::move(levels);
+  auto max_bytes = OptionalInt(*obj, "maxRequestBytes", top);
+  if (!max_bytes.ok()) return fail(max_bytes.status());
+  if (max_bytes->has_value()) {
+    if (**max_bytes < 1024 || **max_bytes > (int64_t{1} << 32)) {
+      return fail(FieldError(top.Field("maxRequestBytes"), "expected 1024..4294967296"));
+    }
+    c.max_request_bytes = static_cast<size_t>(**max_bytes);
+  }
+  auto threads = OptionalInt(*obj, "httpThreads", top);
+  if (!threads.ok()) return fail(threads.status());
+  if (threads->has_value()) {
+    if (**threads < 2 || **threads > 1024) {
+      return fail(FieldError(top.Field("httpThreads"), "expected 2..1024"));
+    }
+    c.http_threads = static_cast<int>(**threads);
+  }
+  auto timeout = OptionalInt(*obj, "bindConfirmTimeoutSeconds", top);
+  if (!timeout.ok()) return fail(timeout.status());
+  if (timeout->has_value()) {
+    if (**timeout < 1 || **timeout > 86400) {
+      return fail(FieldError(top.Field("bindConfirmTimeoutSeconds"), "expected 1..86400"));
+    }
+    c.bind_confirm_timeout = absl::Seconds(**timeout);
+  }
+  auto policies = OptionalObject(*obj, "policies", top);
+  if (!policies.ok()) return fail(policies.status());
+  if (policies->has_value()) {
+    if (auto s = ParsePolicies(**policies, top.Field("policies"), &c.policy); !s.ok()) return fail(s);
+  }
+  auto binpack = OptionalObject(*obj, "binpack", top);
+  if (!binpack.ok()) return fail(binpack.status());
+  if (binpack->has_value()) {
+    const JsonPath bpath = top.Field("binpack");
+    if (auto s = CheckKnown(**binpack, {"weights"}, bpath); !s.ok()) return fail(s);
+    auto weights = OptionalObject(**binpack, "weights", bpath);
+    if (!weights.ok()) return fail(weights.status());
+    if (weights->has_value()) {
+      c.policy.binpack.weights.clear();
+      for (auto [res, w] : **weights) {
+        int64_t v;
+        if (w.get_int64().get(v) != simdjson::SUCCESS) {
+          return fail(FieldError(bpath.Field("weights").Field(res), "expected an integer"));
+        }
+        c.policy.binpack.weights.emplace_back(std::string(res), v);
+      }
+    }
+  }
+  return c;
+}
+
+absl::StatusOr<std::string> ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::NotFoundError(StrCat(path, ": cannot open: ", std::strerror(errno)));
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  if (in.bad()) return absl::DataLossError(StrCat(path, ": read error"));
+  return ss.str();
+}
+
+absl::StatusOr<Config> LoadConfigFile(const std::string& path) {
+  absl::StatusOr<std::string> text = ReadFile(path);
+  if (!text.ok()) return text.status();
+  return ParseConfig(*text, path);
+}
+
+}  // namespace berth::extender

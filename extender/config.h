@@ -1,0 +1,46 @@
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "policy/config.h"
+
+namespace berth::extender {
+
+/// berth's configuration file (`--config FILE`, JSON). Every field is optional; unknown fields
+/// are errors, as in kube-scheduler's own strict configuration decoding. Example:
+///
+///     {
+///       "schedulerName": "berth-scheduler",
+///       "topologyLevels": ["topology.kubernetes.io/zone", "berth.io/spine", "berth.io/leaf"],
+///       "maxRequestBytes": 67108864,
+///       "httpThreads": 64,
+///       "bindConfirmTimeoutSeconds": 600,
+///       "policies": {"filters": ["resource-fit"], "scores": [{"name": "binpack", "weight": 1}],
+///                    "preempt": ["resource-fit"]},
+///       "binpack": {"weights": {"cpu": 1, "memory": 1, "nvidia.com/gpu": 4}}
+///     }
+struct Config {
+  std::string scheduler_name = "berth-scheduler";
+  std::vector<std::string> topology_levels = {"topology.kubernetes.io/zone", "berth.io/spine",
+                                              "berth.io/leaf"};
+  size_t max_request_bytes = 64u << 20;
+  int http_threads = 64;
+  absl::Duration bind_confirm_timeout = absl::Minutes(10);
+  policy::PolicyConfig policy;
+};
+
+/// Parses a configuration document. \param source names the file in errors.
+absl::StatusOr<Config> ParseConfig(std::string_view json, std::string_view source);
+
+/// Reads and parses a configuration file; errors name the file and the field.
+absl::StatusOr<Config> LoadConfigFile(const std::string& path);
+
+/// Reads a whole file; the error names the file and the reason.
+absl::StatusOr<std::string> ReadFile(const std::string& path);
+
+}  // namespace berth::extender

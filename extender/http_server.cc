@@ -1,0 +1,166 @@
+#include "extender/http_server.h"
+
+#include <string_view>
+
+#include "core/strings.h"
+#include "httplib.h"
+#include "spdlog/spdlog.h"
+
+namespace berth::extender {
+namespace {
+
+// Replies are labelled with a charset: cpp-httplib compresses exactly "application/json"
+// when the client accepts gzip, and kube-scheduler always does.
+constexpr char kJsonType[] = "application/json; charset=utf-8";
+
+void Send(httplib::Response& res, Reply reply) {
+  res.status = reply.status;
+  const bool json = reply.content_type == "application/json";
+  res.set_content(std::move(reply.body), json ? kJsonType : reply.content_type.c_str());
+}
+
+std::string_view LastSegment(std::string_view path) {
+  const size_t slash = path.rfind('/');
+  return slash == std::string_view::npos ? path : path.substr(slash + 1);
+}
+
+bool IsVerbPath(std::string_view path) {
+  const std::string_view last = LastSegment(path);
+  return last == "filter" || last == "prioritize" || last == "bind" || last == "preempt";
+}
+
+}  // namespace
+
+HttpServer::HttpServer(Service* service, HttpServerOptions options)
+    : service_(service), options_(options), server_(std::make_unique<httplib::Server>()) {
+  Install();
+}
+
+HttpServer::~HttpServer() { Stop(); }
+
+void HttpServer::Install() {
+  httplib::Server& s = *server_;
+  const int threads = options_.threads;
+  s.new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
+  s.set_tcp_nodelay(true);
+  s.set_keep_alive_max_count(std::numeric_limits<size_t>::max());
+  s.set_keep_alive_timeout(options_.keep_alive_seconds);
+  s.set_read_timeout(options_.read_timeout_seconds, 0);
+  s.set_write_timeout(options_.read_timeout_seconds, 0);
+  s.set_payload_max_length(options_.max_body_bytes);
+
+  const size_t max_body = options_.max_body_bytes;
+  s.Post(R"(/.*)", [this, max_body](const httplib::Request& req, httplib::Response& res,
+                                    const httplib::ContentReader& reader) {
+    const std::string_view path = req.path;
+    const bool verb = IsVerbPath(path);
+    std::string body;
+    bool too_big = false;
+    reader([&](const char* data, size_t n) {
+      if (body.size() + n > max_body) {
+        too_big = true;
+        return false;
+      }
+      body.append(data, n);
+      return true;
+    });
+    if (too_big) {
+      const std::string msg = StrCat("request body exceeds the limit of ", max_body, " bytes");
+      Send(res, verb ? VerbErrorReply(413, msg) : ErrorReply(413, msg));
+      res.set_header("Connection", "close");
+      return;
+    }
+    if (verb) {
+      const std::string_view last = LastSegment(path);
+      if (last == "filter") return Send(res, service_->Filter(body));
+      if (last == "prioritize") return Send(res, service_->Prioritize(body));
+      if (last == "bind") return Send(res, service_->Bind(body));
+      return Send(res, service_->Preempt(body));
+    }
+    if (path == "/v1/events") return Send(res, service_->Events(body));
+    Send(res, ErrorReply(404, StrCat("no such endpoint: POST ", path,
+                                     " (POST .../filter, .../prioritize, .../bind, .../preempt, "
+                                     "/v1/events)")));
+  });
+
+  s.Get(R"(/.*)", [this](const httplib::Request& req, httplib::Response& res) {
+    const std::string_view path = req.path;
+    const bool text = req.get_param_value("format") == "text";
+    if (path == "/healthz") return Send(res, service_->Healthz());
+    if (path == "/readyz") return Send(res, service_->Readyz());
+    if (path == "/version") return Send(res, service_->Version(text));
+    if (path == "/debug/nodes") return Send(res, service_->DebugNodes(text));
+    if (path == "/debug/pods") {
+      const std::string all = req.get_param_value("all");
+      return Send(res, service_->DebugPods(text, all == "1" || all == "true"));
+    }
+    if (path == "/debug/snapshot") return Send(res, service_->DebugSnapshot(text));
+    Send(res, ErrorReply(404, StrCat("no such endpoint: GET ", path,
+                                     " (GET /healthz, /readyz, /version, /debug/nodes, "
+                                     "/debug/pods, /debug/snapshot)")));
+  });
+
+  // Errors cpp-httplib raises itself (unsupported method, 413 from Content-Length, 400 for a
+  // malformed request line) get a JSON body too.
+  s.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
+    if (!res.body.empty()) return;
+    std::string msg;
+    switch (res.status) {
+      case 413: msg = "request body exceeds the size limit"; break;
+      case 404: msg = StrCat("no such endpoint: ", req.method, " ", req.path); break;
+      case 405: msg = StrCat("method ", req.method, " not allowed"); break;
+      default: msg = StrCat("HTTP error ", res.status);
+    }
+    Reply r = IsVerbPath(req.path) ? VerbErrorReply(res.status, msg) : ErrorReply(res.status, msg);
+    res.set_content(std::move(r.body), kJsonType);
+  });
+  s.set_exception_handler([](const httplib::Request& req, httplib::Response& res,
+                             std::exception_ptr ep) {
+    std::string what = "unknown error";
+    try {
+      if (ep) std::rethrow_exception(ep);
+    } catch (const std::exception& e) {
+      what = e.what();
+    } catch (...) {
+    }
+    spdlog::error("internal error serving {} {}: {}", req.method, req.path, what);
+    res.status = 500;
+    Reply r = IsVerbPath(req.path) ? VerbErrorReply(500, StrCat("internal error: ", what))
+                                   : ErrorReply(500, StrCat("internal error: ", what));
+    res.set_content(std::move(r.body), kJsonType);
+  });
+}
+
+absl::StatusOr<int> HttpServer::Bind(const std::string& host, int port) {
+  int bound = port;
+  if (port == 0) {
+    bound = server_->bind_to_any_port(host);
+  } else if (!server_->bind_to_port(host, port)) {
+    bound = -1;
+  }
+  if (bound <= 0) {
+    return absl::UnavailableError(StrCat("cannot listen on ", host, ":", port,
+                                         " (address in use or not available)"));
+  }
+  return bound;
+}
+
+void HttpServer::Run() { server_->listen_after_bind(); }
+
+absl::StatusOr<int> HttpServer::Start(const std::string& host, int port) {
+  absl::StatusOr<int> bound = Bind(host, port);
+  if (!bound.ok()) return bound;
+  thread_ = std::thread([this] { Run(); });
+  // listen_after_bind sets is_running before it accepts; wait for it so callers can connect.
+  for (int i = 0; i < 2000 && !server_->is_running(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return bound;
+}
+
+void HttpServer::Stop() {
+  server_->stop();
+  if (thread_.joinable()) thread_.join();
+}
+
+}  // namespace berth::extender

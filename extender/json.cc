@@ -1,0 +1,313 @@
+#include "extender/json.h"
+
+#include <charconv>
+#include <vector>
+
+#include "core/strings.h"
+#include "nlohmann/json.hpp"
+
+namespace berth::extender {
+
+std::string JsonPath::ToString() const {
+  std::vector<const JsonPath*> chain;
+  for (const JsonPath* p = this; p != nullptr; p = p->parent) chain.push_back(p);
+  std::string out;
+  for (auto it = chain.rbegin(); it != chain.rend(); ++it) {
+    const JsonPath* p = *it;
+    if (!p->key.empty()) {
+      StrAppend(&out, out.empty() ? "" : ".", p->key);
+    } else if (p->index >= 0) {
+      StrAppend(&out, "[", p->index, "]");
+    }
+  }
+  return out.empty() ? "(document)" : out;
+}
+
+absl::Status FieldError(const JsonPath& path, std::string_view what) {
+  return absl::InvalidArgumentError(StrCat(path.ToString(), ": ", what));
+}
+
+std::string_view TypeName(simdjson::dom::element el) {
+  switch (el.type()) {
+    case simdjson::dom::element_type::ARRAY: return "an array";
+    case simdjson::dom::element_type::OBJECT: return "an object";
+    case simdjson::dom::element_type::INT64:
+    case simdjson::dom::element_type::UINT64:
+    case simdjson::dom::element_type::DOUBLE: return "a number";
+    case simdjson::dom::element_type::STRING: return "a string";
+    case simdjson::dom::element_type::BOOL: return "a boolean";
+    case simdjson::dom::element_type::NULL_VALUE: return "null";
+  }
+  return "an unknown value";
+}
+
+namespace {
+
+// A SAX handler that accepts everything: nlohmann's parser then only reports syntax errors,
+// with their byte position, and builds nothing (so deep nesting costs no recursion).
+struct NullSax {
+  std::string error;
+  size_t position = 0;
+  bool null() { return true; }
+  bool boolean(bool) { return true; }
+  bool number_integer(int64_t) { return true; }
+  bool number_unsigned(uint64_t) { return true; }
+  bool number_float(double, const std::string&) { return true; }
+  bool string(std::string&) { return true; }
+  bool binary(std::vector<uint8_t>&) { return true; }
+  bool start_object(size_t) { return true; }
+  bool key(std::string&) { return true; }
+  bool end_object() { return true; }
+  bool start_array(size_t) { return true; }
+  bool end_array() { return true; }
+  bool parse_error(size_t pos, const std::string&, const nlohmann::detail::exception& ex) {
+    position = pos;
+    error = ex.what();
+    return false;
+  }
+};
+
+std::string LineColumn(std::string_view text, size_t byte) {
+  size_t line = 1, col = 1;
+  for (size_t i = 0; i < byte && i < text.size(); ++i) {
+    if (text[i] == '\n') {
+      ++line;
+      col = 1;
+    } else {
+      ++col;
+    }
+  }
+  return StrCat("line ", line, ", column ", col);
+}
+
+absl::Status ParseFailure(std::string_view text, simdjson::error_code code) {
+  if (code == simdjson::DEPTH_ERROR) {
+    return absl::InvalidArgumentError("JSON nested too deeply");
+  }
+  if (text.find_first_not_of(" \t\r\n") == std::string_view::npos) {
+    return absl::InvalidArgumentError("empty body: expected a JSON document");
+  }
+  return absl::InvalidArgumentError(DescribeSyntaxError(text));
+}
+
+}  // namespace
+
+std::string DescribeSyntaxError(std::string_view text) {
+  NullSax sax;
+  bool ok = false;
+  try {
+    ok = nlohmann::json::sax_parse(text.begin(), text.end(), &sax);
+  } catch (const std::exception& e) {
+    return StrCat("invalid JSON: ", e.what());
+  }
+  if (ok) return "invalid JSON (not valid UTF-8 or a number out of range)";
+  std::string msg = sax.error;
+  // nlohmann prefixes "[json.exception.parse_error.101] parse error at line 1, column 2: ".
+  if (auto colon = msg.find(": "); colon != std::string::npos) msg = msg.substr(colon + 2);
+  return StrCat("invalid JSON at ", LineColumn(text, sax.position > 0 ? sax.position - 1 : 0),
+                      ": ", msg);
+}
+
+absl::StatusOr<JsonDocument> JsonDocument::Parse(std::string_view text, size_t max_depth) {
+  JsonDocument doc;
+  doc.parser_ = std::make_unique<simdjson::dom::parser>(simdjson::SIMDJSON_MAXSIZE_BYTES);
+  if (doc.parser_->allocate(text.size() + 1, max_depth) != simdjson::SUCCESS) {
+    return absl::ResourceExhaustedError("cannot allocate a JSON parser for the document");
+  }
+  simdjson::dom::element root;
+  auto code = doc.parser_->parse(text.data(), text.size(), true).get(root);
+  if (code != simdjson::SUCCESS) return ParseFailure(text, code);
+  doc.root_ = root;
+  return doc;
+}
+
+absl::StatusOr<simdjson::dom::element> ParseReused(std::string_view text, size_t max_depth) {
+  thread_local simdjson::dom::parser parser;
+  if (parser.max_depth() != max_depth || parser.capacity() < text.size() + 1) {
+    const size_t cap = std::max(parser.capacity(), text.size() + 1);
+    if (parser.allocate(cap, max_depth) != simdjson::SUCCESS) {
+      return absl::ResourceExhaustedError("cannot allocate a JSON parser for the request");
+    }
+  }
+  simdjson::dom::element root;
+  auto code = parser.parse(text.data(), text.size(), true).get(root);
+  if (code != simdjson::SUCCESS) return ParseFailure(text, code);
+  return root;
+}
+
+std::optional<simdjson::dom::element> OptionalField(simdjson::dom::object obj,
+                                                    std::string_view key) {
+  simdjson::dom::element el;
+  if (obj.at_key(key).get(el) != simdjson::SUCCESS || el.is_null()) return std::nullopt;
+  return el;
+}
+
+absl::StatusOr<std::optional<std::string_view>> OptionalString(simdjson::dom::object obj,
+                                                               std::string_view key,
+                                                               const JsonPath& path) {
+  auto el = OptionalField(obj, key);
+  if (!el) return std::optional<std::string_view>();
+  std::string_view s;
+  if (el->get_string().get(s) != simdjson::SUCCESS) {
+    return FieldError(path.Field(key), StrCat("expected a string, got ", TypeName(*el)));
+  }
+  return std::optional<std::string_view>(s);
+}
+
+absl::StatusOr<std::optional<simdjson::dom::object>> OptionalObject(simdjson::dom::object obj,
+                                                                    std::string_view key,
+                                                                    const JsonPath& path) {
+  auto el = OptionalField(obj, key);
+  if (!el) return std::optional<simdjson::dom::object>();
+  simdjson::dom::object o;
+  if (el->get_object().get(o) != simdjson::SUCCESS) {
+    return FieldError(path.Field(key), StrCat("expected an object, got ", TypeName(*el)));
+  }
+  return std::optional<simdjson::dom::object>(o);
+}
+
+absl::StatusOr<std::optional<simdjson::dom::array>> OptionalArray(simdjson::dom::object obj,
+                                                                  std::string_view key,
+                                                                  const JsonPath& path) {
+  auto el = OptionalField(obj, key);
+  if (!el) return std::optional<simdjson::dom::array>();
+  simdjson::dom::array a;
+  if (el->get_array().get(a) != simdjson::SUCCESS) {
+    return FieldError(path.Field(key), StrCat("expected an array, got ", TypeName(*el)));
+  }
+  return std::optional<simdjson::dom::array>(a);
+}
+
+absl::StatusOr<std::optional<int64_t>> OptionalInt(simdjson::dom::object obj, std::string_view key,
+                                                   const JsonPath& path) {
+  auto el = OptionalField(obj, key);
+  if (!el) return std::optional<int64_t>();
+  int64_t v;
+  if (el->get_int64().get(v) != simdjson::SUCCESS) {
+    return FieldError(path.Field(key),
+                      StrCat("expected an integer, got ", TypeName(*el)));
+  }
+  return std::optional<int64_t>(v);
+}
+
+absl::StatusOr<std::optional<bool>> OptionalBool(simdjson::dom::object obj, std::string_view key,
+                                                 const JsonPath& path) {
+  auto el = OptionalField(obj, key);
+  if (!el) return std::optional<bool>();
+  bool v;
+  if (el->get_bool().get(v) != simdjson::SUCCESS) {
+    return FieldError(path.Field(key), StrCat("expected true or false, got ", TypeName(*el)));
+  }
+  return std::optional<bool>(v);
+}
+
+absl::StatusOr<simdjson::dom::object> AsObject(simdjson::dom::element el, const JsonPath& path) {
+  simdjson::dom::object o;
+  if (el.get_object().get(o) != simdjson::SUCCESS) {
+    return FieldError(path, StrCat("expected an object, got ", TypeName(el)));
+  }
+  return o;
+}
+
+absl::StatusOr<std::string_view> AsString(simdjson::dom::element el, const JsonPath& path) {
+  std::string_view s;
+  if (el.get_string().get(s) != simdjson::SUCCESS) {
+    return FieldError(path, StrCat("expected a string, got ", TypeName(el)));
+  }
+  return s;
+}
+
+// ---- writer -----------------------------------------------------------------------------------
+
+void AppendJsonString(std::string* out, std::string_view s) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  out->push_back('"');
+  size_t run = 0;  // start of the current run of characters that need no escape
+  for (size_t i = 0; i < s.size(); ++i) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    if (c >= 0x20 && c != '"' && c != '\\') continue;
+    out->append(s.data() + run, i - run);
+    run = i + 1;
+    switch (c) {
+      case '"': out->append("\\\""); break;
+      case '\\': out->append("\\\\"); break;
+      case '\n': out->append("\\n"); break;
+      case '\r': out->append("\\r"); break;
+      case '\t': out->append("\\t"); break;
+      default: {
+        const char esc[] = {'\\', 'u', '0', '0', kHex[c >> 4], kHex[c & 0xF]};
+        out->append(esc, sizeof(esc));
+      }
+    }
+  }
+  out->append(s.data() + run, s.size() - run);
+  out->push_back('"');
+}
+
+void JsonWriter::Separate() {
+  if (need_comma_) out_->push_back(',');
+}
+
+JsonWriter& JsonWriter::BeginObject() {
+  Separate();
+  out_->push_back('{');
+  need_comma_ = false;
+  return *this;
+}
+JsonWriter& JsonWriter::EndObject() {
+  out_->push_back('}');
+  need_comma_ = true;
+  return *this;
+}
+JsonWriter& JsonWriter::BeginArray() {
+  Separate();
+  out_->push_back('[');
+  need_comma_ = false;
+  return *this;
+}
+JsonWriter& JsonWriter::EndArray() {
+  out_->push_back(']');
+  need_comma_ = true;
+  return *this;
+}
+JsonWriter& JsonWriter::Key(std::string_view key) {
+  Separate();
+  AppendJsonString(out_, key);
+  out_->push_back(':');
+  need_comma_ = false;
+  return *this;
+}
+JsonWriter& JsonWriter::String(std::string_view value) {
+  Separate();
+  AppendJsonString(out_, value);
+  need_comma_ = true;
+  return *this;
+}
+JsonWriter& JsonWriter::Int(int64_t value) {
+  Separate();
+  char buf[24];
+  auto [end, ec] = std::to_chars(buf, buf + sizeof(buf), value);
+  out_->append(buf, end);
+  need_comma_ = true;
+  return *this;
+}
+JsonWriter& JsonWriter::Bool(bool value) {
+  Separate();
+  out_->append(value ? "true" : "false");
+  need_comma_ = true;
+  return *this;
+}
+JsonWriter& JsonWriter::Null() {
+  Separate();
+  out_->append("null");
+  need_comma_ = true;
+  return *this;
+}
+JsonWriter& JsonWriter::Raw(std::string_view json) {
+  Separate();
+  out_->append(json);
+  need_comma_ = true;
+  return *this;
+}
+
+}  // namespace berth::extender

@@ -1,0 +1,98 @@
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "simdjson.h"
+
+namespace berth::extender {
+
+/// Where a value sits in a document, kept as a chain of stack frames so the hot path builds no
+/// strings: the text ("Pod.spec.containers[0].resources.requests.cpu") is made only for errors.
+struct JsonPath {
+  const JsonPath* parent = nullptr;
+  std::string_view key;  ///< field name, or empty for an array element
+  int64_t index = -1;    ///< array index when key is empty
+
+  JsonPath Field(std::string_view k) const { return JsonPath{this, k, -1}; }
+  JsonPath Element(int64_t i) const { return JsonPath{this, {}, i}; }
+  std::string ToString() const;
+};
+
+/// An InvalidArgument error "PATH: what".
+absl::Status FieldError(const JsonPath& path, std::string_view what);
+
+/// The JSON type of an element, in words ("a string", "an object", ...), for error messages.
+std::string_view TypeName(simdjson::dom::element el);
+
+/// A parsed JSON document. Owns its parser, so the DOM stays valid while the document lives.
+/// Syntax errors name the line, column and problem ("line 3, column 14: syntax error while
+/// parsing object - unexpected '}'; expected string literal").
+class JsonDocument {
+ public:
+  /// Parses `text`. \param max_depth nesting limit (deeper documents are rejected, not recursed).
+  static absl::StatusOr<JsonDocument> Parse(std::string_view text, size_t max_depth = 256);
+  simdjson::dom::element root() const { return root_; }
+
+ private:
+  std::unique_ptr<simdjson::dom::parser> parser_;
+  simdjson::dom::element root_;
+};
+
+/// Parses with a parser reused by the calling thread (no allocation once warm). The element is
+/// valid only until the same thread parses again: decode it fully before the next call.
+absl::StatusOr<simdjson::dom::element> ParseReused(std::string_view text, size_t max_depth = 256);
+
+/// Describes a JSON syntax error in `text` with line and column; used once a fast parse failed.
+std::string DescribeSyntaxError(std::string_view text);
+
+// Typed field access. Each returns an error naming the path when the value has the wrong type.
+// "Optional" getters treat a missing field and JSON null alike as absent.
+std::optional<simdjson::dom::element> OptionalField(simdjson::dom::object obj, std::string_view key);
+absl::StatusOr<std::optional<std::string_view>> OptionalString(simdjson::dom::object obj,
+                                                               std::string_view key,
+                                                               const JsonPath& path);
+absl::StatusOr<std::optional<simdjson::dom::object>> OptionalObject(simdjson::dom::object obj,
+                                                                    std::string_view key,
+                                                                    const JsonPath& path);
+absl::StatusOr<std::optional<simdjson::dom::array>> OptionalArray(simdjson::dom::object obj,
+                                                                  std::string_view key,
+                                                                  const JsonPath& path);
+absl::StatusOr<std::optional<int64_t>> OptionalInt(simdjson::dom::object obj, std::string_view key,
+                                                   const JsonPath& path);
+absl::StatusOr<std::optional<bool>> OptionalBool(simdjson::dom::object obj, std::string_view key,
+                                                 const JsonPath& path);
+absl::StatusOr<simdjson::dom::object> AsObject(simdjson::dom::element el, const JsonPath& path);
+absl::StatusOr<std::string_view> AsString(simdjson::dom::element el, const JsonPath& path);
+
+/// Appends JSON text to a string. No DOM: the hot verbs write their replies through this.
+class JsonWriter {
+ public:
+  explicit JsonWriter(std::string* out) : out_(out) {}
+  JsonWriter& BeginObject();
+  JsonWriter& EndObject();
+  JsonWriter& BeginArray();
+  JsonWriter& EndArray();
+  JsonWriter& Key(std::string_view key);
+  JsonWriter& String(std::string_view value);
+  JsonWriter& Int(int64_t value);
+  JsonWriter& Bool(bool value);
+  JsonWriter& Null();
+  /// Inserts already-serialised JSON as one value.
+  JsonWriter& Raw(std::string_view json);
+
+ private:
+  void Separate();
+  std::string* out_;
+  bool need_comma_ = false;
+};
+
+/// Appends `s` as a quoted JSON string with escapes.
+void AppendJsonString(std::string* out, std::string_view s);
+
+}  // namespace berth::extender

@@ -1,0 +1,511 @@
+#include "extender/k8s_codec.h"
+
+#include <charconv>
+
+#include "core/strings.h"
+#include "absl/time/time.h"
+#include "core/quantity.h"
+
+namespace berth::extender {
+namespace {
+
+constexpr size_t kMaxNameLength = 253;
+
+absl::StatusOr<core::Quantity> QuantityOf(simdjson::dom::element el, const JsonPath& path) {
+  std::string_view text;
+  std::string number_text;
+  switch (el.type()) {
+    case simdjson::dom::element_type::STRING:
+      text = el.get_string().value_unsafe();
+      break;
+    case simdjson::dom::element_type::INT64:
+      number_text = std::to_string(el.get_int64().value_unsafe());
+      text = number_text;
+      break;
+    case simdjson::dom::element_type::UINT64:
+      number_text = std::to_string(el.get_uint64().value_unsafe());
+      text = number_text;
+      break;
+    case simdjson::dom::element_type::DOUBLE: {
+      char buf[64];
+      auto [end, ec] = std::to_chars(buf, buf + sizeof(buf), el.get_double().value_unsafe());
+      number_text.assign(buf, end);
+      text = number_text;
+      break;
+    }
+    default:
+      return FieldError(path, StrCat("expected a quantity (string or number), got ",
+                                           TypeName(el)));
+  }
+  absl::StatusOr<core::Quantity> q = core::Quantity::Parse(text);
+  if (!q.ok()) return FieldError(path, ToStd(q.status().message()));
+  return q;
+}
+
+absl::StatusOr<absl::Time> OptionalTime(simdjson::dom::object obj, std::string_view key,
+                                        const JsonPath& path) {
+  absl::StatusOr<std::optional<std::string_view>> s = OptionalString(obj, key, path);
+  if (!s.ok()) return s.status();
+  if (!s->has_value()) return absl::InfinitePast();
+  absl::Time t;
+  std::string err;
+  if (!absl::ParseTime(absl::RFC3339_full, std::string(**s), &t, &err)) {
+    return FieldError(path.Field(key),
+                      StrCat("expected an RFC 3339 time such as 2025-03-01T10:00:00Z, got \"",
+                                   (*s)->substr(0, 64), "\""));
+  }
+  return t;
+}
+
+// Reads a string map (labels, annotations, nodeSelector). `keep` filters keys.
+template <class Keep>
+absl::Status DecodeStringMap(simdjson::dom::object parent, std::string_view key,
+                             const JsonPath& path, core::Labels* out, Keep keep) {
+  absl::StatusOr<std::optional<simdjson::dom::object>> obj = OptionalObject(parent, key, path);
+  if (!obj.ok()) return obj.status();
+  if (!obj->has_value()) return absl::OkStatus();
+  const JsonPath here = path.Field(key);
+  for (auto [k, v] : **obj) {
+    std::string_view value;
+    if (v.get_string().get(value) != simdjson::SUCCESS) {
+      return FieldError(here.Field(k), StrCat("expected a string, got ", TypeName(v)));
+    }
+    if (keep(k)) out->Set(std::string(k), std::string(value));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::string_view> RequiredName(simdjson::dom::object meta, const JsonPath& path) {
+  absl::StatusOr<std::optional<std::string_view>> name = OptionalString(meta, "name", path);
+  if (!name.ok()) return name.status();
+  if (!name->has_value() || (*name)->empty()) {
+    return FieldError(path.Field("name"), "required: expected a non-empty string");
+  }
+  if ((*name)->size() > kMaxNameLength) {
+    return FieldError(path.Field("name"), "longer than 253 characters");
+  }
+  return **name;
+}
+
+// Requests of one container: `resources.requests`, with limits defaulting missing requests.
+absl::StatusOr<core::ResourceVector> ContainerRequests(simdjson::dom::object container,
+                                                       core::ResourceNames& names,
+                                                       const JsonPath& path) {
+  core::ResourceVector requests;
+  absl::StatusOr<std::optional<simdjson::dom::object>> res =
+      OptionalObject(container, "resources", path);
+  if (!res.ok()) return res.status();
+  if (!res->has_value()) return requests;
+  const JsonPath rpath = path.Field("resources");
+  absl::StatusOr<std::optional<simdjson::dom::object>> req = OptionalObject(**res, "requests", rpath);
+  if (!req.ok()) return req.status();
+  if (req->has_value()) {
+    absl::StatusOr<core::ResourceVector> v =
+        DecodeResourceList(**req, names, rpath.Field("requests"));
+    if (!v.ok()) return v.status();
+    requests = *std::move(v);
+  }
+  absl::StatusOr<std::optional<simdjson::dom::object>> lim = OptionalObject(**res, "limits", rpath);
+  if (!lim.ok()) return lim.status();
+  if (lim->has_value()) {
+    absl::StatusOr<core::ResourceVector> limits =
+        DecodeResourceList(**lim, names, rpath.Field("limits"));
+    if (!limits.ok()) return limits.status();
+    // Requests the API server would default from limits at admission.
+    for (auto [k, v] : **lim) {
+      auto id = names.Find(k);
+      const bool has_request =
+          req->has_value() && (**req).at_key(k).error() == simdjson::SUCCESS;
+      if (id && !has_request) requests.Set(*id, limits->Get(*id));
+    }
+  }
+  return requests;
+}
+
+}  // namespace
+
+absl::StatusOr<core::ResourceVector> DecodeResourceList(simdjson::dom::object obj,
+                                                        core::ResourceNames& names,
+                                                        const JsonPath& path) {
+  core::ResourceVector out;
+  for (auto [key, value] : obj) {
+    const JsonPath here = path.Field(key);
+    absl::StatusOr<core::ResourceId> id = names.Intern(key);
+    if (!id.ok()) return FieldError(here, ToStd(id.status().message()));
+    absl::StatusOr<core::Quantity> q = QuantityOf(value, here);
+    if (!q.ok()) return q.status();
+    if (q->IsNegative()) {
+      return FieldError(here, StrCat("must not be negative, got ", q->DebugString()));
+    }
+    out.Set(*id, names.Scale(*id) == core::ResourceScale::kMilli ? q->MilliValue() : q->Value());
+  }
+  return out;
+}
+
+absl::StatusOr<core::Pod> DecodePod(simdjson::dom::object obj, core::ResourceNames& names,
+                                    const JsonPath& path) {
+  core::Pod pod;
+  absl::StatusOr<std::optional<simdjson::dom::object>> meta = OptionalObject(obj, "metadata", path);
+  if (!meta.ok()) return meta.status();
+  if (!meta->has_value()) return FieldError(path.Field("metadata"), "required: expected an object");
+  const JsonPath mpath = path.Field("metadata");
+  absl::StatusOr<std::string_view> name = RequiredName(**meta, mpath);
+  if (!name.ok()) return name.status();
+  pod.name = std::string(*name);
+  absl::StatusOr<std::optional<std::string_view>> ns = OptionalString(**meta, "namespace", mpath);
+  if (!ns.ok()) return ns.status();
+  pod.ns = ns->has_value() && !(*ns)->empty() ? std::string(**ns) : "default";
+  if (pod.ns.size() > kMaxNameLength) return FieldError(mpath.Field("namespace"), "too long");
+  absl::StatusOr<std::optional<std::string_view>> uid = OptionalString(**meta, "uid", mpath);
+  if (!uid.ok()) return uid.status();
+  if (uid->has_value() && (*uid)->size() > kMaxNameLength) {
+    return FieldError(mpath.Field("uid"), "too long");
+  }
+  pod.uid = uid->has_value() && !(*uid)->empty() ? std::string(**uid)
+                                                 : StrCat("generated:", pod.ns, "/", pod.name);
+  absl::StatusOr<absl::Time> created = OptionalTime(**meta, "creationTimestamp", mpath);
+  if (!created.ok()) return created.status();
+  pod.creation = *created;
+  pod.terminating = OptionalField(**meta, "deletionTimestamp").has_value();
+  if (absl::Status s = DecodeStringMap(**meta, "labels", mpath, &pod.labels, core::IsBerthKey);
+      !s.ok()) {
+    return s;
+  }
+  if (absl::Status s =
+          DecodeStringMap(**meta, "annotations", mpath, &pod.annotations, core::IsBerthKey);
+      !s.ok()) {
+    return s;
+  }
+
+  core::PodResourceSpec resources;
+  absl::StatusOr<std::optional<simdjson::dom::object>> spec = OptionalObject(obj, "spec", path);
+  if (!spec.ok()) return spec.status();
+  if (spec->has_value()) {
+    const JsonPath spath = path.Field("spec");
+    auto sched = OptionalString(**spec, "schedulerName", spath);
+    if (!sched.ok()) return sched.status();
+    if (sched->has_value() && !(*sched)->empty()) pod.scheduler_name = std::string(**sched);
+    auto node = OptionalString(**spec, "nodeName", spath);
+    if (!node.ok()) return node.status();
+    if (node->has_value()) pod.node_name = std::string(**node);
+    auto prio = OptionalInt(**spec, "priority", spath);
+    if (!prio.ok()) return prio.status();
+    if (prio->has_value()) {
+      if (**prio < INT32_MIN || **prio > INT32_MAX) {
+        return FieldError(spath.Field("priority"), "out of the int32 range");
+      }
+      pod.priority = static_cast<int32_t>(**prio);
+    }
+    auto pclass = OptionalString(**spec, "priorityClassName", spath);
+    if (!pclass.ok()) return pclass.status();
+    if (pclass->has_value()) pod.priority_class = std::string(**pclass);
+
+    for (std::string_view list : {"containers", "initContainers"}) {
+      auto arr = OptionalArray(**spec, list, spath);
+      if (!arr.ok()) return arr.status();
+      if (!arr->has_value()) continue;
+      int64_t i = 0;
+      for (simdjson::dom::element c : **arr) {
+        const JsonPath cpath = spath.Field(list).Element(i++);
+        absl::StatusOr<simdjson::dom::object> cobj = AsObject(c, cpath);
+        if (!cobj.ok()) return cobj.status();
+        absl::StatusOr<core::ResourceVector> req = ContainerRequests(*cobj, names, cpath);
+        if (!req.ok()) return req.status();
+        if (list == "containers") {
+          resources.containers.push_back(*std::move(req));
+        } else {
+          auto restart = OptionalString(*cobj, "restartPolicy", cpath);
+          if (!restart.ok()) return restart.status();
+          resources.init_containers.push_back(
+              {*std::move(req), restart->has_value() && **restart == "Always"});
+        }
+      }
+    }
+    auto overhead = OptionalObject(**spec, "overhead", spath);
+    if (!overhead.ok()) return overhead.status();
+    if (overhead->has_value()) {
+      auto v = DecodeResourceList(**overhead, names, spath.Field("overhead"));
+      if (!v.ok()) return v.status();
+      resources.overhead = *std::move(v);
+    }
+    auto pod_res = OptionalObject(**spec, "resources", spath);
+    if (!pod_res.ok()) return pod_res.status();
+    if (pod_res->has_value()) {
+      auto req = OptionalObject(**pod_res, "requests", spath.Field("resources"));
+      if (!req.ok()) return req.status();
+      if (req->has_value()) {
+        auto v = DecodeResourceList(**req, names, spath.Field("resources").Field("requests"));
+        if (!v.ok()) return v.status();
+        for (auto [k, unused] : **req) {
+          if (auto id = names.Find(k)) resources.pod_level.emplace_back(*id, v->Get(*id));
+        }
+      }
+    }
+  }
+  pod.request = core::EffectiveRequest(resources);
+
+  absl::StatusOr<std::optional<simdjson::dom::object>> status = OptionalObject(obj, "status", path);
+  if (!status.ok()) return status.status();
+  if (status->has_value()) {
+    const JsonPath stpath = path.Field("status");
+    auto phase = OptionalString(**status, "phase", stpath);
+    if (!phase.ok()) return phase.status();
+    if (phase->has_value() && !(*phase)->empty()) {
+      std::optional<core::PodPhase> p = core::ParsePodPhase(**phase);
+      if (!p) {
+        return FieldError(stpath.Field("phase"),
+                          StrCat("expected Pending, Running, Succeeded, Failed or Unknown, "
+                                       "got \"", (*phase)->substr(0, 64), "\""));
+      }
+      pod.phase = *p;
+    }
+    auto nominated = OptionalString(**status, "nominatedNodeName", stpath);
+    if (!nominated.ok()) return nominated.status();
+    if (nominated->has_value()) pod.nominated_node = std::string(**nominated);
+  }
+  return pod;
+}
+
+absl::StatusOr<core::Node> DecodeNode(simdjson::dom::object obj, core::ResourceNames& names,
+                                      const JsonPath& path) {
+  core::Node node;
+  absl::StatusOr<std::optional<simdjson::dom::object>> meta = OptionalObject(obj, "metadata", path);
+  if (!meta.ok()) return meta.status();
+  if (!meta->has_value()) return FieldError(path.Field("metadata"), "required: expected an object");
+  const JsonPath mpath = path.Field("metadata");
+  absl::StatusOr<std::string_view> name = RequiredName(**meta, mpath);
+  if (!name.ok()) return name.status();
+  node.name = std::string(*name);
+  absl::StatusOr<absl::Time> created = OptionalTime(**meta, "creationTimestamp", mpath);
+  if (!created.ok()) return created.status();
+  node.creation = *created;
+  if (absl::Status s = DecodeStringMap(**meta, "labels", mpath, &node.labels,
+                                       [](std::string_view) { return true; });
+      !s.ok()) {
+    return s;
+  }
+  auto spec = OptionalObject(obj, "spec", path);
+  if (!spec.ok()) return spec.status();
+  if (spec->has_value()) {
+    const JsonPath spath = path.Field("spec");
+    auto unsched = OptionalBool(**spec, "unschedulable", spath);
+    if (!unsched.ok()) return unsched.status();
+    node.unschedulable = unsched->value_or(false);
+    auto taints = OptionalArray(**spec, "taints", spath);
+    if (!taints.ok()) return taints.status();
+    if (taints->has_value()) {
+      int64_t i = 0;
+      for (simdjson::dom::element t : **taints) {
+        const JsonPath tpath = spath.Field("taints").Element(i++);
+        auto tobj = AsObject(t, tpath);
+        if (!tobj.ok()) return tobj.status();
+        core::Taint taint;
+        for (auto [field, target] : {std::pair<std::string_view, std::string*>{"key", &taint.key},
+                                     {"value", &taint.value},
+                                     {"effect", &taint.effect}}) {
+          auto s = OptionalString(*tobj, field, tpath);
+          if (!s.ok()) return s.status();
+          if (s->has_value()) *target = std::string(**s);
+        }
+        node.taints.push_back(std::move(taint));
+      }
+    }
+  }
+  auto status = OptionalObject(obj, "status", path);
+  if (!status.ok()) return status.status();
+  if (status->has_value()) {
+    const JsonPath stpath = path.Field("status");
+    bool has_allocatable = false;
+    for (auto [field, target] :
+         {std::pair<std::string_view, core::ResourceVector*>{"capacity", &node.capacity},
+          {"allocatable", &node.allocatable}}) {
+      auto list = OptionalObject(**status, field, stpath);
+      if (!list.ok()) return list.status();
+      if (!list->has_value()) continue;
+      auto v = DecodeResourceList(**list, names, stpath.Field(field));
+      if (!v.ok()) return v.status();
+      *target = *std::move(v);
+      if (field == "allocatable") has_allocatable = true;
+    }
+    if (!has_allocatable) node.allocatable = node.capacity;
+  }
+  return node;
+}
+
+absl::StatusOr<core::ModelEvent> DecodeObjectEvent(simdjson::dom::object obj, bool deleted,
+                                                   core::ResourceNames& names,
+                                                   const JsonPath& path) {
+  absl::StatusOr<std::optional<std::string_view>> kind = OptionalString(obj, "kind", path);
+  if (!kind.ok()) return kind.status();
+  if (!kind->has_value()) {
+    return FieldError(path.Field("kind"), "required: expected \"Node\" or \"Pod\"");
+  }
+  if (**kind == "Node") {
+    absl::StatusOr<core::Node> node = DecodeNode(obj, names, path);
+    if (!node.ok()) return node.status();
+    if (deleted) return core::ModelEvent(core::NodeDelete{node->name});
+    return core::ModelEvent(core::NodeUpsert{*std::move(node)});
+  }
+  if (**kind == "Pod") {
+    absl::StatusOr<core::Pod> pod = DecodePod(obj, names, path);
+    if (!pod.ok()) return pod.status();
+    if (deleted) return core::ModelEvent(core::PodDelete{pod->uid, pod->ns, pod->name});
+    return core::ModelEvent(core::PodUpsert{*std::move(pod)});
+  }
+  return FieldError(path.Field("kind"),
+                    StrCat("unsupported kind \"", (*kind)->substr(0, 64),
+                                 "\"; this version of berth ingests Node and Pod"));
+}
+
+absl::StatusOr<std::vector<core::ModelEvent>> DecodeWatchEvents(simdjson::dom::element root,
+                                                                core::ResourceNames& names) {
+  std::vector<core::ModelEvent> out;
+  auto decode_one = [&](simdjson::dom::element el, const JsonPath& path) -> absl::Status {
+    absl::StatusOr<simdjson::dom::object> ev = AsObject(el, path);
+    if (!ev.ok()) return ev.status();
+    auto type = OptionalString(*ev, "type", path);
+    if (!type.ok()) return type.status();
+    if (!type->has_value()) {
+      return FieldError(path.Field("type"), "required: expected ADDED, MODIFIED or DELETED");
+    }
+    const bool deleted = **type == "DELETED";
+    if (!deleted && **type != "ADDED" && **type != "MODIFIED") {
+      return FieldError(path.Field("type"),
+                        StrCat("expected ADDED, MODIFIED or DELETED, got \"",
+                                     (*type)->substr(0, 32), "\""));
+    }
+    auto object = OptionalObject(*ev, "object", path);
+    if (!object.ok()) return object.status();
+    if (!object->has_value()) return FieldError(path.Field("object"), "required: expected an object");
+    absl::StatusOr<core::ModelEvent> e =
+        DecodeObjectEvent(**object, deleted, names, path.Field("object"));
+    if (!e.ok()) return e.status();
+    out.push_back(*std::move(e));
+    return absl::OkStatus();
+  };
+  simdjson::dom::array arr;
+  if (root.get_array().get(arr) == simdjson::SUCCESS) {
+    const JsonPath top;
+    int64_t i = 0;
+    for (simdjson::dom::element el : arr) {
+      if (absl::Status s = decode_one(el, top.Element(i++)); !s.ok()) return s;
+    }
+  } else {
+    if (absl::Status s = decode_one(root, JsonPath{}); !s.ok()) return s;
+  }
+  return out;
+}
+
+absl::StatusOr<std::vector<core::ModelEvent>> DecodeList(simdjson::dom::element root,
+                                                         core::ResourceNames& names) {
+  const JsonPath top;
+  absl::StatusOr<simdjson::dom::object> obj = AsObject(root, top);
+  if (!obj.ok()) return obj.status();
+  auto kind = OptionalString(*obj, "kind", top);
+  if (!kind.ok()) return kind.status();
+  std::string_view item_kind;
+  if (kind->has_value() && **kind == "NodeList") item_kind = "Node";
+  if (kind->has_value() && **kind == "PodList") item_kind = "Pod";
+  if (!kind->has_value() || (**kind != "List" && item_kind.empty())) {
+    return FieldError(top.Field("kind"), "expected \"List\", \"NodeList\" or \"PodList\"");
+  }
+  auto items = OptionalArray(*obj, "items", top);
+  if (!items.ok()) return items.status();
+  std::vector<core::ModelEvent> out;
+  if (!items->has_value()) return out;
+  int64_t i = 0;
+  for (simdjson::dom::element el : **items) {
+    const JsonPath ipath = top.Field("items").Element(i++);
+    auto item = AsObject(el, ipath);
+    if (!item.ok()) return item.status();
+    absl::StatusOr<core::ModelEvent> e = absl::InternalError("unset");
+    if (!item_kind.empty() && !OptionalField(*item, "kind")) {
+      // Items of typed lists may omit kind.
+      if (item_kind == "Node") {
+        auto n = DecodeNode(*item, names, ipath);
+        if (!n.ok()) return n.status();
+        e = core::ModelEvent(core::NodeUpsert{*std::move(n)});
+      } else {
+        auto p = DecodePod(*item, names, ipath);
+        if (!p.ok()) return p.status();
+        e = core::ModelEvent(core::PodUpsert{*std::move(p)});
+      }
+    } else {
+      e = DecodeObjectEvent(*item, /*deleted=*/false, names, ipath);
+    }
+    if (!e.ok()) return e.status();
+    out.push_back(*std::move(e));
+  }
+  return out;
+}
+
+// ---- encoding ---------------------------------------------------------------------------------
+
+nlohmann::json EncodeTime(absl::Time t) {
+  if (t == absl::InfinitePast()) return nullptr;
+  return absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", t, absl::UTCTimeZone());
+}
+
+nlohmann::json EncodeResourceList(const core::ResourceVector& v, const core::ResourceNames& names) {
+  nlohmann::json out = nlohmann::json::object();
+  for (size_t i = 0; i < v.size(); ++i) {
+    const auto id = static_cast<core::ResourceId>(i);
+    if (v.Get(id) == 0) continue;
+    out[std::string(names.Name(id))] = core::FormatAmount(names, id, v.Get(id));
+  }
+  return out;
+}
+
+namespace {
+nlohmann::json EncodeLabels(const core::Labels& labels) {
+  nlohmann::json out = nlohmann::json::object();
+  for (const auto& [k, v] : labels.items()) out[k] = v;
+  return out;
+}
+}  // namespace
+
+nlohmann::json EncodeNode(const core::Node& node, const core::ResourceNames& names) {
+  nlohmann::json j = {{"apiVersion", "v1"}, {"kind", "Node"}};
+  j["metadata"] = {{"name", node.name}, {"creationTimestamp", EncodeTime(node.creation)}};
+  if (!node.labels.empty()) j["metadata"]["labels"] = EncodeLabels(node.labels);
+  j["spec"] = nlohmann::json::object();
+  if (node.unschedulable) j["spec"]["unschedulable"] = true;
+  if (!node.taints.empty()) {
+    nlohmann::json taints = nlohmann::json::array();
+    for (const core::Taint& t : node.taints) {
+      nlohmann::json tj = {{"key", t.key}, {"effect", t.effect}};
+      if (!t.value.empty()) tj["value"] = t.value;
+      taints.push_back(std::move(tj));
+    }
+    j["spec"]["taints"] = std::move(taints);
+  }
+  j["status"] = {{"capacity", EncodeResourceList(node.capacity, names)},
+                 {"allocatable", EncodeResourceList(node.allocatable, names)}};
+  return j;
+}
+
+nlohmann::json EncodePod(const core::Pod& pod, const core::ResourceNames& names) {
+  nlohmann::json j = {{"apiVersion", "v1"}, {"kind", "Pod"}};
+  j["metadata"] = {{"name", pod.name},
+                   {"namespace", pod.ns},
+                   {"uid", pod.uid},
+                   {"creationTimestamp", EncodeTime(pod.creation)}};
+  if (pod.terminating) j["metadata"]["deletionTimestamp"] = "1970-01-01T00:00:00Z";
+  if (!pod.labels.empty()) j["metadata"]["labels"] = EncodeLabels(pod.labels);
+  if (!pod.annotations.empty()) j["metadata"]["annotations"] = EncodeLabels(pod.annotations);
+  core::ResourceVector requests = pod.request;
+  requests.Set(core::kPods, 0);  // implied by every pod; added back when decoded
+  nlohmann::json spec = {{"schedulerName", pod.scheduler_name},
+                         {"priority", pod.priority},
+                         {"containers",
+                          {{{"name", "main"},
+                            {"resources", {{"requests", EncodeResourceList(requests, names)}}}}}}};
+  if (!pod.node_name.empty()) spec["nodeName"] = pod.node_name;
+  if (!pod.priority_class.empty()) spec["priorityClassName"] = pod.priority_class;
+  j["spec"] = std::move(spec);
+  j["status"] = {{"phase", core::PodPhaseName(pod.phase)}};
+  if (!pod.nominated_node.empty()) j["status"]["nominatedNodeName"] = pod.nominated_node;
+  return j;
+}
+
+}  // namespace berth::extender

@@ -1,0 +1,203 @@
+// berth: a Kubernetes scheduler extender for batch and AI training work.
+
+#include <signal.h>
+
+#include <cstdio>
+#include <iostream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "core/clock.h"
+#include "core/cluster_model.h"
+#include "core/strings.h"
+#include "extender/build_info.h"
+#include "extender/config.h"
+#include "extender/demo_cluster.h"
+#include "extender/http_server.h"
+#include "extender/logging.h"
+#include "extender/service.h"
+#include "policy/registry.h"
+#include "spdlog/spdlog.h"
+
+ABSL_FLAG(std::string, listen, "127.0.0.1:8888", "HOST:PORT to serve the extender and debug API on");
+ABSL_FLAG(std::string, config, "", "berth configuration file (JSON); see docs/configuration.md");
+ABSL_FLAG(std::string, cluster, "",
+          "standalone mode: load the cluster from this Kubernetes List JSON file "
+          "(kubectl get nodes,pods -o json, or /debug/snapshot output) instead of the demo cluster");
+ABSL_FLAG(std::string, kubeconfig, "", "Kubernetes mode: connect with this kubeconfig file");
+ABSL_FLAG(bool, in_cluster, false, "Kubernetes mode: connect with the pod's service account");
+ABSL_FLAG(std::string, scheduler_name, "",
+          "schedulerName of berth's pods (default: the config's schedulerName, else berth-scheduler)");
+ABSL_FLAG(std::string, log_level, "info", "trace, debug, info, warn, error or off");
+ABSL_FLAG(std::string, log_format, "text", "text, or json for one JSON object per line");
+
+namespace berth::extender {
+namespace {
+
+constexpr char kUsage[] =
+    "berth: a Kubernetes scheduler extender for batch and AI training work.\n\n"
+    "usage:\n"
+    "  berth serve [--listen 127.0.0.1:8888] [--config FILE]\n"
+    "              [--cluster FILE | --kubeconfig FILE | --in-cluster]\n"
+    "              [--scheduler-name berth-scheduler] [--log-level info] [--log-format text|json]\n"
+    "  berth version\n\n"
+    "With no --cluster, --kubeconfig or --in-cluster, `berth serve` runs on its embedded demo "
+    "cluster.";
+
+int Fail(std::string_view message) {
+  std::cerr << "berth: " << message << "\n";
+  return 2;
+}
+
+bool ParseListen(const std::string& listen, std::string* host, int* port) {
+  const size_t colon = listen.rfind(':');
+  if (colon == std::string::npos || colon == 0) return false;
+  *host = listen.substr(0, colon);
+  if (host->size() > 2 && host->front() == '[' && host->back() == ']') {
+    *host = host->substr(1, host->size() - 2);
+  }
+  const std::string p = listen.substr(colon + 1);
+  if (p.empty() || p.size() > 5 || p.find_first_not_of("0123456789") != std::string::npos) return false;
+  *port = std::stoi(p);
+  return *port <= 65535;
+}
+
+int Serve() {
+  if (absl::Status s = SetupLogging(absl::GetFlag(FLAGS_log_level), absl::GetFlag(FLAGS_log_format));
+      !s.ok()) {
+    return Fail(ToStd(s.message()));
+  }
+  std::string host;
+  int port = 0;
+  if (!ParseListen(absl::GetFlag(FLAGS_listen), &host, &port)) {
+    return Fail(StrCat("--listen: expected HOST:PORT such as 127.0.0.1:8888, got \"",
+                       absl::GetFlag(FLAGS_listen), "\""));
+  }
+  Config config;
+  if (const std::string path = absl::GetFlag(FLAGS_config); !path.empty()) {
+    absl::StatusOr<Config> loaded = LoadConfigFile(path);
+    if (!loaded.ok()) return Fail(ToStd(loaded.status().message()));
+    config = *std::move(loaded);
+  }
+  if (const std::string name = absl::GetFlag(FLAGS_scheduler_name); !name.empty()) {
+    config.scheduler_name = name;
+  }
+  const std::string cluster_file = absl::GetFlag(FLAGS_cluster);
+  if (!absl::GetFlag(FLAGS_kubeconfig).empty() || absl::GetFlag(FLAGS_in_cluster)) {
+    if (!cluster_file.empty()) return Fail("--cluster cannot be combined with --kubeconfig or --in-cluster");
+    return Fail("Kubernetes mode (--kubeconfig, --in-cluster) is not available in this version; "
+                "run standalone with --cluster FILE or the demo cluster");
+  }
+
+  core::RealClock clock;
+  core::ClusterModel model(&clock);
+  policy::Registry registry = policy::BuildDefaultRegistry();
+  absl::StatusOr<std::unique_ptr<policy::Pipeline>> pipeline =
+      registry.Build(config.policy, model.resources());
+  if (!pipeline.ok()) return Fail(StrCat("policies: ", pipeline.status().message()));
+
+  ServiceOptions options{.mode = Mode::kStandalone,
+                         .scheduler_name = config.scheduler_name,
+                         .topology_levels = config.topology_levels,
+                         .bind_confirm_timeout = config.bind_confirm_timeout,
+                         .version = kVersion,
+                         .git_commit = kGitCommit,
+                         .build_type = kBuildType};
+  LocalBinder binder(&model);
+  Service service(options, &model, *std::move(pipeline), &binder, &clock);
+
+  std::string source = "embedded demo cluster";
+  std::string text;
+  if (!cluster_file.empty()) {
+    absl::StatusOr<std::string> read = ReadFile(cluster_file);
+    if (!read.ok()) return Fail(ToStd(read.status().message()));
+    text = *std::move(read);
+    source = cluster_file;
+  } else {
+    text = std::string(kDemoClusterJson);
+  }
+  absl::StatusOr<size_t> loaded = service.LoadList(text, cluster_file.empty() ? "demo cluster" : cluster_file);
+  if (!loaded.ok()) return Fail(ToStd(loaded.status().message()));
+  size_t nodes, pods;
+  {
+    auto view = model.Read();
+    nodes = view->node_count();
+    pods = view->pod_count();
+  }
+  service.SetReady(true);
+
+  HttpServer server(&service, HttpServerOptions{.max_body_bytes = config.max_request_bytes,
+                                                .threads = config.http_threads});
+  absl::StatusOr<int> bound = server.Bind(host, port);
+  if (!bound.ok()) return Fail(ToStd(bound.status().message()));
+
+  // Signals go to one thread that stops the server; housekeeping runs on another.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  std::atomic<bool> stopping{false};
+  std::thread signal_thread([&] {
+    int sig = 0;
+    sigwait(&signals, &sig);
+    spdlog::info("signal {} received, shutting down", sig);
+    stopping = true;
+    server.Stop();
+  });
+  std::thread housekeeping([&] {
+    while (!stopping) {
+      for (int i = 0; i < 50 && !stopping; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      if (int n = model.ExpireBinds(config.bind_confirm_timeout); n > 0) {
+        spdlog::warn("released {} bind(s) never confirmed within the timeout", n);
+      }
+    }
+  });
+
+  const std::string url = StrCat("http://", host.find(':') != std::string::npos ? StrCat("[", host, "]") : host,
+                                 ":", *bound);
+  std::cout << "berth " << kVersion << " listening on " << url << " (standalone, " << source
+            << ": " << nodes << " nodes, " << pods << " pods)\n"
+            << "try: curl -s '" << url << "/debug/nodes?format=text'\n"
+            << std::flush;
+  spdlog::info("serving on {} with policies: {}", url, [&] {
+    std::string s;
+    (void)s;
+    return std::string("ready");
+  }());
+  server.Run();
+  stopping = true;
+  housekeeping.join();
+  if (signal_thread.joinable()) {
+    pthread_kill(signal_thread.native_handle(), SIGTERM);
+    signal_thread.join();
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace berth::extender
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage(berth::extender::kUsage);
+  std::vector<char*> args = absl::ParseCommandLine(argc, argv);
+  if (args.size() < 2) {
+    std::cerr << berth::extender::kUsage << "\n";
+    return 2;
+  }
+  const std::string command = args[1];
+  if (args.size() > 2) {
+    return berth::extender::Fail(berth::StrCat("unexpected argument \"", args[2], "\" after ", command));
+  }
+  if (command == "serve") return berth::extender::Serve();
+  if (command == "version") {
+    std::cout << "berth " << berth::extender::kVersion << " (commit " << berth::extender::kGitCommit
+              << ", " << berth::extender::kBuildType << ")\n";
+    return 0;
+  }
+  return berth::extender::Fail(berth::StrCat("unknown command \"", command, "\" (expected serve or version)"));
+}

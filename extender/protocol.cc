@@ -1,0 +1,271 @@
+#include "extender/protocol.h"
+
+#include <strings.h>
+
+#include "core/strings.h"
+#include "extender/json.h"
+#include "extender/k8s_codec.h"
+
+namespace berth::extender {
+namespace {
+
+bool EqualsIgnoreCase(std::string_view a, std::string_view b) {
+  return a.size() == b.size() && strncasecmp(a.data(), b.data(), a.size()) == 0;
+}
+
+// The value of `key` in `obj`, matched exactly first and then case-insensitively (Go's rule);
+// nullopt when absent or null.
+std::optional<simdjson::dom::element> Envelope(simdjson::dom::object obj, std::string_view key) {
+  if (auto el = OptionalField(obj, key)) return el;
+  for (auto [k, v] : obj) {
+    if (EqualsIgnoreCase(k, key)) {
+      if (v.is_null()) return std::nullopt;
+      return v;
+    }
+  }
+  return std::nullopt;
+}
+
+absl::StatusOr<core::Pod> DecodeEnvelopePod(simdjson::dom::object obj, std::string_view type,
+                                            core::ResourceNames& names) {
+  const JsonPath top;
+  auto pod_el = Envelope(obj, "Pod");
+  if (!pod_el) return FieldError(top.Field("Pod"), StrCat("required in ", type, ": expected a Pod object"));
+  auto pod_obj = AsObject(*pod_el, top.Field("Pod"));
+  if (!pod_obj.ok()) return pod_obj.status();
+  return DecodePod(*pod_obj, names, top.Field("Pod"));
+}
+
+absl::StatusOr<std::string_view> EnvelopeString(simdjson::dom::object obj, std::string_view key,
+                                                bool required) {
+  const JsonPath top;
+  auto el = Envelope(obj, key);
+  if (!el) {
+    if (required) return FieldError(top.Field(key), "required: expected a non-empty string");
+    return std::string_view();
+  }
+  auto s = AsString(*el, top.Field(key));
+  if (!s.ok()) return s.status();
+  if (required && s->empty()) return FieldError(top.Field(key), "required: expected a non-empty string");
+  return *s;
+}
+
+}  // namespace
+
+absl::StatusOr<ExtenderArgs> DecodeExtenderArgs(simdjson::dom::element root,
+                                                core::ResourceNames& names) {
+  const JsonPath top;
+  absl::StatusOr<simdjson::dom::object> obj = AsObject(root, JsonPath{top.Field("ExtenderArgs")});
+  if (!obj.ok()) return obj.status();
+  ExtenderArgs args;
+  absl::StatusOr<core::Pod> pod = DecodeEnvelopePod(*obj, "ExtenderArgs", names);
+  if (!pod.ok()) return pod.status();
+  args.pod = *std::move(pod);
+
+  if (auto names_el = Envelope(*obj, "NodeNames")) {
+    simdjson::dom::array arr;
+    if (names_el->get_array().get(arr) != simdjson::SUCCESS) {
+      return FieldError(top.Field("NodeNames"),
+                        StrCat("expected an array of node names, got ", TypeName(*names_el)));
+    }
+    args.node_names.reserve(arr.size());
+    int64_t i = 0;
+    for (simdjson::dom::element el : arr) {
+      auto s = AsString(el, top.Field("NodeNames").Element(i++));
+      if (!s.ok()) return s.status();
+      args.node_names.push_back(*s);
+    }
+    return args;
+  }
+  if (auto nodes_el = Envelope(*obj, "Nodes")) {
+    const JsonPath npath = top.Field("Nodes");
+    auto list = AsObject(*nodes_el, npath);
+    if (!list.ok()) return list.status();
+    auto items = OptionalArray(*list, "items", npath);
+    if (!items.ok()) return items.status();
+    args.full_nodes = true;
+    if (!items->has_value()) return args;
+    int64_t i = 0;
+    for (simdjson::dom::element el : **items) {
+      const JsonPath ipath = npath.Field("items").Element(i++);
+      auto node = AsObject(el, ipath);
+      if (!node.ok()) return node.status();
+      auto meta = OptionalObject(*node, "metadata", ipath);
+      if (!meta.ok()) return meta.status();
+      if (!meta->has_value()) return FieldError(ipath.Field("metadata"), "required: expected an object");
+      auto name = OptionalString(**meta, "name", ipath.Field("metadata"));
+      if (!name.ok()) return name.status();
+      if (!name->has_value() || (*name)->empty()) {
+        return FieldError(ipath.Field("metadata").Field("name"), "required: expected a non-empty string");
+      }
+      args.node_names.push_back(**name);
+      args.node_objects.push_back(*node);
+    }
+    return args;
+  }
+  return FieldError(top.Field("NodeNames"),
+                    "ExtenderArgs needs NodeNames (nodeCacheCapable: true) or Nodes (false); both are null");
+}
+
+absl::StatusOr<BindingArgs> DecodeBindingArgs(simdjson::dom::element root) {
+  absl::StatusOr<simdjson::dom::object> obj = AsObject(root, JsonPath{}.Field("ExtenderBindingArgs"));
+  if (!obj.ok()) return obj.status();
+  BindingArgs args;
+  auto name = EnvelopeString(*obj, "PodName", true);
+  if (!name.ok()) return name.status();
+  auto ns = EnvelopeString(*obj, "PodNamespace", false);
+  if (!ns.ok()) return ns.status();
+  auto uid = EnvelopeString(*obj, "PodUID", false);
+  if (!uid.ok()) return uid.status();
+  auto node = EnvelopeString(*obj, "Node", true);
+  if (!node.ok()) return node.status();
+  args.pod_name = *name;
+  args.pod_namespace = ns->empty() ? std::string_view("default") : *ns;
+  args.pod_uid = *uid;
+  args.node = *node;
+  return args;
+}
+
+absl::StatusOr<PreemptionArgs> DecodePreemptionArgs(simdjson::dom::element root,
+                                                    core::ResourceNames& names) {
+  const JsonPath top;
+  absl::StatusOr<simdjson::dom::object> obj = AsObject(root, top.Field("ExtenderPreemptionArgs"));
+  if (!obj.ok()) return obj.status();
+  PreemptionArgs args;
+  absl::StatusOr<core::Pod> pod = DecodeEnvelopePod(*obj, "ExtenderPreemptionArgs", names);
+  if (!pod.ok()) return pod.status();
+  args.pod = *std::move(pod);
+
+  std::optional<simdjson::dom::element> map_el = Envelope(*obj, "NodeNameToMetaVictims");
+  std::string_view map_key = "NodeNameToMetaVictims";
+  bool full = false;
+  if (!map_el) {
+    map_el = Envelope(*obj, "NodeNameToVictims");
+    map_key = "NodeNameToVictims";
+    full = true;
+  }
+  if (!map_el) return args;  // no candidates: nothing to review
+  const JsonPath mpath = top.Field(map_key);
+  auto map = AsObject(*map_el, mpath);
+  if (!map.ok()) return map.status();
+  for (auto [node, victims_el] : *map) {
+    const JsonPath npath = mpath.Field(node);
+    PreemptionCandidate cand;
+    cand.node = node;
+    if (victims_el.is_null()) {
+      args.candidates.push_back(std::move(cand));
+      continue;
+    }
+    auto victims = AsObject(victims_el, npath);
+    if (!victims.ok()) return victims.status();
+    if (auto pdb = Envelope(*victims, "NumPDBViolations")) {
+      int64_t n;
+      if (pdb->get_int64().get(n) != simdjson::SUCCESS) {
+        return FieldError(npath.Field("NumPDBViolations"),
+                          StrCat("expected an integer, got ", TypeName(*pdb)));
+      }
+      cand.pdb_violations = n;
+    }
+    if (auto pods_el = Envelope(*victims, "Pods")) {
+      simdjson::dom::array pods;
+      if (pods_el->get_array().get(pods) != simdjson::SUCCESS) {
+        return FieldError(npath.Field("Pods"), StrCat("expected an array, got ", TypeName(*pods_el)));
+      }
+      int64_t i = 0;
+      for (simdjson::dom::element p : pods) {
+        const JsonPath ppath = npath.Field("Pods").Element(i++);
+        auto pobj = AsObject(p, ppath);
+        if (!pobj.ok()) return pobj.status();
+        if (full) {
+          auto victim = DecodePod(*pobj, names, ppath);
+          if (!victim.ok()) return victim.status();
+          auto meta = OptionalObject(*pobj, "metadata", ppath);
+          auto uid = OptionalString(**meta, "uid", ppath.Field("metadata"));
+          if (!uid.ok()) return uid.status();
+          if (!uid->has_value()) return FieldError(ppath.Field("metadata").Field("uid"), "required");
+          cand.victims.emplace_back(**uid, victim->priority);
+        } else {
+          auto uid_el = Envelope(*pobj, "UID");
+          if (!uid_el) return FieldError(ppath.Field("UID"), "required: expected a pod uid");
+          auto uid = AsString(*uid_el, ppath.Field("UID"));
+          if (!uid.ok()) return uid.status();
+          cand.victims.emplace_back(*uid, std::nullopt);
+        }
+      }
+    }
+    args.candidates.push_back(std::move(cand));
+  }
+  return args;
+}
+
+// ---- encoding ---------------------------------------------------------------------------------
+
+std::string EncodeFilterResult(const ExtenderArgs& args,
+                               const std::vector<policy::NodeVerdict>& verdicts) {
+  std::string out;
+  out.reserve(64 + args.node_names.size() * 40);
+  JsonWriter w(&out);
+  w.BeginObject();
+  if (args.full_nodes) {
+    w.Key("Nodes").BeginObject().Key("metadata").BeginObject().EndObject().Key("items").BeginArray();
+    for (size_t i = 0; i < verdicts.size(); ++i) {
+      if (verdicts[i].ok()) w.Raw(simdjson::minify(args.node_objects[i]));
+    }
+    w.EndArray().EndObject();
+    w.Key("NodeNames").Null();
+  } else {
+    w.Key("Nodes").Null();
+    w.Key("NodeNames").BeginArray();
+    for (size_t i = 0; i < verdicts.size(); ++i) {
+      if (verdicts[i].ok()) w.String(args.node_names[i]);
+    }
+    w.EndArray();
+  }
+  for (policy::Fit kind : {policy::Fit::kUnschedulable, policy::Fit::kUnresolvable}) {
+    w.Key(kind == policy::Fit::kUnschedulable ? "FailedNodes" : "FailedAndUnresolvableNodes");
+    w.BeginObject();
+    for (size_t i = 0; i < verdicts.size(); ++i) {
+      if (verdicts[i].fit == kind) w.Key(args.node_names[i]).String(verdicts[i].message);
+    }
+    w.EndObject();
+  }
+  w.Key("Error").String("");
+  w.EndObject();
+  return out;
+}
+
+std::string EncodePriorityList(const std::vector<std::string_view>& hosts,
+                               const std::vector<int64_t>& scores) {
+  std::string out;
+  out.reserve(2 + hosts.size() * 48);
+  JsonWriter w(&out);
+  w.BeginArray();
+  for (size_t i = 0; i < hosts.size(); ++i) {
+    w.BeginObject().Key("Host").String(hosts[i]).Key("Score").Int(scores[i]).EndObject();
+  }
+  w.EndArray();
+  return out;
+}
+
+std::string EncodeBindingResult(std::string_view error) {
+  std::string out;
+  JsonWriter(&out).BeginObject().Key("Error").String(error).EndObject();
+  return out;
+}
+
+std::string EncodePreemptionResult(const std::vector<MetaVictims>& result) {
+  std::string out;
+  JsonWriter w(&out);
+  w.BeginObject().Key("NodeNameToMetaVictims").BeginObject();
+  for (const MetaVictims& mv : result) {
+    w.Key(mv.node).BeginObject().Key("Pods").BeginArray();
+    for (const std::string& uid : mv.uids) w.BeginObject().Key("UID").String(uid).EndObject();
+    w.EndArray().Key("NumPDBViolations").Int(mv.pdb_violations).EndObject();
+  }
+  w.EndObject().EndObject();
+  return out;
+}
+
+std::string EncodeVerbError(std::string_view message) { return EncodeBindingResult(message); }
+
+}  // namespace berth::extender

@@ -1,0 +1,79 @@
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "core/objects.h"
+#include "core/resources.h"
+#include "policy/verdict.h"
+#include "simdjson.h"
+
+namespace berth::extender {
+
+// The kube-scheduler extender protocol (k8s.io/kube-scheduler/extender/v1). Wire keys are the Go
+// field names (`Pod`, `NodeNames`, ...); request keys are matched case-insensitively, as Go does.
+// Decoded values may point into the parsed request: use them before the request buffer goes.
+
+/// ExtenderArgs: the filter and prioritize request.
+struct ExtenderArgs {
+  core::Pod pod;
+  /// True when the nodes came as full objects (`Nodes`, nodeCacheCapable: false).
+  bool full_nodes = false;
+  /// Candidate node names in input order (both forms).
+  std::vector<std::string_view> node_names;
+  /// Full-object form only: the node objects, parallel to node_names.
+  std::vector<simdjson::dom::object> node_objects;
+};
+
+/// ExtenderBindingArgs.
+struct BindingArgs {
+  std::string_view pod_name;
+  std::string_view pod_namespace;
+  std::string_view pod_uid;
+  std::string_view node;
+};
+
+/// One node's entry of ExtenderPreemptionArgs (either form).
+struct PreemptionCandidate {
+  std::string_view node;
+  /// (uid, priority if the full pod was given) of each proposed victim, in input order.
+  std::vector<std::pair<std::string_view, std::optional<int32_t>>> victims;
+  int64_t pdb_violations = 0;
+};
+
+/// ExtenderPreemptionArgs.
+struct PreemptionArgs {
+  core::Pod pod;
+  std::vector<PreemptionCandidate> candidates;
+};
+
+absl::StatusOr<ExtenderArgs> DecodeExtenderArgs(simdjson::dom::element root,
+                                                core::ResourceNames& names);
+absl::StatusOr<BindingArgs> DecodeBindingArgs(simdjson::dom::element root);
+absl::StatusOr<PreemptionArgs> DecodePreemptionArgs(simdjson::dom::element root,
+                                                    core::ResourceNames& names);
+
+/// ExtenderFilterResult in the form of the question: `NodeNames` for names, `Nodes` (the passing
+/// node objects copied from the request) for full objects.
+std::string EncodeFilterResult(const ExtenderArgs& args,
+                               const std::vector<policy::NodeVerdict>& verdicts);
+/// HostPriorityList: a bare array of {"Host", "Score"} with integer scores.
+std::string EncodePriorityList(const std::vector<std::string_view>& hosts,
+                               const std::vector<int64_t>& scores);
+/// ExtenderBindingResult.
+std::string EncodeBindingResult(std::string_view error);
+/// ExtenderPreemptionResult: always `NodeNameToMetaVictims`.
+struct MetaVictims {
+  std::string node;
+  std::vector<std::string> uids;
+  int64_t pdb_violations = 0;
+};
+std::string EncodePreemptionResult(const std::vector<MetaVictims>& result);
+/// `{"Error": message}` for a verb request that could not be decoded.
+std::string EncodeVerbError(std::string_view message);
+
+}  // namespace berth::extender

@@ -1,0 +1,455 @@
+#include "extender/service.h"
+
+#include <algorithm>
+
+#include "core/strings.h"
+#include "extender/json.h"
+#include "extender/k8s_codec.h"
+#include "extender/protocol.h"
+#include "extender/text_table.h"
+#include "nlohmann/json.hpp"
+#include "spdlog/spdlog.h"
+
+namespace berth::extender {
+namespace {
+
+// Bodies above this are parsed with a parser of their own, so the per-thread parsers that serve
+// the hot verbs stay small.
+constexpr size_t kReusedParserLimit = 1 << 20;
+
+// A parsed request body, valid while this object lives.
+class ParsedBody {
+ public:
+  absl::Status Parse(std::string_view body) {
+    if (body.size() <= kReusedParserLimit) {
+      absl::StatusOr<simdjson::dom::element> el = ParseReused(body);
+      if (!el.ok()) return el.status();
+      root_ = *el;
+    } else {
+      absl::StatusOr<JsonDocument> doc = JsonDocument::Parse(body);
+      if (!doc.ok()) return doc.status();
+      doc_ = *std::move(doc);
+      root_ = doc_->root();
+    }
+    return absl::OkStatus();
+  }
+  simdjson::dom::element root() const { return root_; }
+
+ private:
+  std::optional<JsonDocument> doc_;
+  simdjson::dom::element root_;
+};
+
+Reply JsonReply(int status, const nlohmann::json& j) {
+  return Reply{.status = status, .body = j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n"};
+}
+
+Reply TextReply(std::string text) {
+  return Reply{.status = 200, .body = std::move(text), .content_type = "text/plain; charset=utf-8"};
+}
+
+std::string_view LabelOr(const core::Labels& labels, std::string_view key, std::string_view dflt) {
+  auto v = labels.Get(key);
+  return v && !v->empty() ? *v : dflt;
+}
+
+// The pod's home pool, queue and gang as SPEC 4 names them.
+std::string PoolOf(const core::Pod& pod) {
+  auto v = pod.annotations.Get("berth.io/pool");
+  if (!v || v->empty()) v = pod.annotations.Get("resource.aibee.cn/pool");
+  return std::string(v && !v->empty() ? *v : "default");
+}
+std::string QueueOf(const core::Pod& pod) {
+  return std::string(LabelOr(pod.labels, "berth.io/queue", "default"));
+}
+std::string GangOf(const core::Pod& pod) {
+  auto v = pod.labels.Get("scheduling.x-k8s.io/pod-group");
+  if (!v || v->empty()) v = pod.annotations.Get("scheduling.k8s.io/group-name");
+  return std::string(v && !v->empty() ? *v : "");
+}
+
+std::string FormatPair(const core::ResourceNames& names, core::ResourceId id, int64_t free,
+                       int64_t alloc) {
+  return StrCat(core::FormatAmount(names, id, free), "/", core::FormatAmount(names, id, alloc));
+}
+
+}  // namespace
+
+absl::Status LocalBinder::Bind(const core::Pod& pod, std::string_view node) {
+  (void)node;  // the ledger entry already names the node
+  return model_->ConfirmBindLocally(pod.uid);
+}
+
+Reply ErrorReply(int status, std::string_view message) {
+  std::string body;
+  JsonWriter(&body).BeginObject().Key("error").String(message).EndObject();
+  body += "\n";
+  return Reply{.status = status, .body = std::move(body)};
+}
+
+Reply VerbErrorReply(int status, std::string_view message) {
+  return Reply{.status = status, .body = EncodeVerbError(message)};
+}
+
+Service::Service(ServiceOptions options, core::ClusterModel* model,
+                 std::unique_ptr<policy::Pipeline> pipeline, BinderInterface* binder,
+                 const core::Clock* clock)
+    : options_(std::move(options)),
+      model_(model),
+      pipeline_(std::move(pipeline)),
+      binder_(binder),
+      clock_(clock) {}
+
+void Service::Learn(const core::Pod& pod, std::vector<core::Node> nodes) {
+  if (options_.mode != Mode::kStandalone) return;
+  std::vector<core::ModelEvent> events;
+  {
+    auto view = model_->Read();
+    if (view->FindPod(pod.uid) == nullptr) events.emplace_back(core::PodUpsert{pod});
+    for (core::Node& n : nodes) {
+      if (view->FindNode(n.name) == nullptr) events.emplace_back(core::NodeUpsert{std::move(n)});
+    }
+  }
+  if (!events.empty()) model_->Apply(events);
+}
+
+Reply Service::Filter(std::string_view body) {
+  ParsedBody parsed;
+  if (absl::Status s = parsed.Parse(body); !s.ok()) return VerbErrorReply(400, ToStd(s.message()));
+  absl::StatusOr<ExtenderArgs> args = DecodeExtenderArgs(parsed.root(), model_->resources());
+  if (!args.ok()) return VerbErrorReply(400, ToStd(args.status().message()));
+  if (options_.mode == Mode::kStandalone) {
+    std::vector<core::Node> nodes;
+    for (size_t i = 0; i < args->node_objects.size(); ++i) {
+      absl::StatusOr<core::Node> node = DecodeNode(
+          args->node_objects[i], model_->resources(), JsonPath{}.Field("Nodes").Field("items").Element(int64_t(i)));
+      if (!node.ok()) return VerbErrorReply(400, ToStd(node.status().message()));
+      nodes.push_back(*std::move(node));
+    }
+    Learn(args->pod, std::move(nodes));
+  }
+  std::vector<policy::NodeVerdict> verdicts;
+  {
+    auto view = model_->Read();
+    const policy::CycleContext ctx{.state = *view, .pod = args->pod, .now = clock_->Now()};
+    verdicts = pipeline_->Filter(ctx, args->node_names);
+  }
+  if (spdlog::should_log(spdlog::level::debug)) {
+    size_t fit = std::count_if(verdicts.begin(), verdicts.end(),
+                               [](const policy::NodeVerdict& v) { return v.ok(); });
+    spdlog::debug("filter pod={}/{} candidates={} fit={}", args->pod.ns, args->pod.name,
+                  verdicts.size(), fit);
+  }
+  return Reply{.status = 200, .body = EncodeFilterResult(*args, verdicts)};
+}
+
+Reply Service::Prioritize(std::string_view body) {
+  ParsedBody parsed;
+  if (absl::Status s = parsed.Parse(body); !s.ok()) return VerbErrorReply(400, ToStd(s.message()));
+  absl::StatusOr<ExtenderArgs> args = DecodeExtenderArgs(parsed.root(), model_->resources());
+  if (!args.ok()) return VerbErrorReply(400, ToStd(args.status().message()));
+  std::vector<int64_t> scores;
+  {
+    auto view = model_->Read();
+    const policy::CycleContext ctx{.state = *view, .pod = args->pod, .now = clock_->Now()};
+    scores = pipeline_->Score(ctx, args->node_names);
+  }
+  spdlog::debug("prioritize pod={}/{} candidates={}", args->pod.ns, args->pod.name, scores.size());
+  return Reply{.status = 200, .body = EncodePriorityList(args->node_names, scores)};
+}
+
+Reply Service::Bind(std::string_view body) {
+  ParsedBody parsed;
+  if (absl::Status s = parsed.Parse(body); !s.ok()) return VerbErrorReply(400, ToStd(s.message()));
+  absl::StatusOr<BindingArgs> args = DecodeBindingArgs(parsed.root());
+  if (!args.ok()) return VerbErrorReply(400, ToStd(args.status().message()));
+  const std::string key = StrCat(args->pod_namespace, "/", args->pod_name);
+  std::string uid(args->pod_uid);
+  core::Pod pod;
+  {
+    auto view = model_->Read();
+    const core::PodState* p = uid.empty() ? view->FindPodByName(args->pod_namespace, args->pod_name)
+                                          : view->FindPod(uid);
+    if (p == nullptr) {
+      return Reply{.body = EncodeBindingResult(StrCat("pod ", key, " is not known to berth"))};
+    }
+    if (p->pod.ns != args->pod_namespace || p->pod.name != args->pod_name) {
+      return Reply{.body = EncodeBindingResult(
+                       StrCat("pod uid ", uid, " belongs to ", p->pod.Key(), ", not ", key))};
+    }
+    pod = p->pod;
+    uid = pod.uid;
+  }
+  const std::string node(args->node);
+  auto check = [this](const core::ClusterState& state, const core::PodState& p,
+                      const core::NodeState& n) -> absl::Status {
+    const policy::CycleContext ctx{.state = state, .pod = p.pod, .now = clock_->Now()};
+    policy::NodeVerdict v = pipeline_->Admit(ctx);
+    if (v.ok()) v = pipeline_->FilterNode(ctx, n);
+    if (v.ok()) return absl::OkStatus();
+    return absl::FailedPreconditionError(StrCat("node ", n.node.name, " cannot take pod ",
+                                                p.pod.Key(), ": ", v.message,
+                                                v.detail.empty() ? "" : " (", v.detail,
+                                                v.detail.empty() ? "" : ")"));
+  };
+  absl::StatusOr<bool> assumed = model_->Assume(uid, node, check);
+  if (!assumed.ok()) {
+    spdlog::info("bind refused pod={} node={}: {}", key, node, ToStd(assumed.status().message()));
+    return Reply{.body = EncodeBindingResult(ToStd(assumed.status().message()))};
+  }
+  if (!*assumed) {
+    spdlog::debug("bind pod={} node={}: already placed there", key, node);
+    return Reply{.body = EncodeBindingResult("")};
+  }
+  absl::Status bound = binder_->Bind(pod, node);
+  if (!bound.ok()) {
+    model_->Forget(uid);
+    spdlog::warn("bind failed pod={} node={}: {}", key, node, ToStd(bound.message()));
+    return Reply{.body = EncodeBindingResult(StrCat("binding ", key, " to ", node, " failed: ",
+                                                    bound.message()))};
+  }
+  model_->BindSucceeded(uid);
+  spdlog::debug("bind pod={} node={}", key, node);
+  return Reply{.body = EncodeBindingResult("")};
+}
+
+Reply Service::Preempt(std::string_view body) {
+  ParsedBody parsed;
+  if (absl::Status s = parsed.Parse(body); !s.ok()) return VerbErrorReply(400, ToStd(s.message()));
+  absl::StatusOr<PreemptionArgs> args = DecodePreemptionArgs(parsed.root(), model_->resources());
+  if (!args.ok()) return VerbErrorReply(400, ToStd(args.status().message()));
+  Learn(args->pod, {});
+  std::vector<MetaVictims> out;
+  {
+    auto view = model_->Read();
+    const policy::CycleContext ctx{.state = *view, .pod = args->pod, .now = clock_->Now()};
+    std::vector<policy::NodeVictims> proposal;
+    proposal.reserve(args->candidates.size());
+    for (const PreemptionCandidate& c : args->candidates) {
+      policy::NodeVictims nv{.node = std::string(c.node), .pdb_violations = c.pdb_violations};
+      for (const auto& [uid, priority] : c.victims) {
+        policy::Victim v{.uid = std::string(uid), .known = view->FindPod(uid)};
+        v.priority = v.known != nullptr ? v.known->pod.priority : priority.value_or(0);
+        nv.victims.push_back(std::move(v));
+      }
+      proposal.push_back(std::move(nv));
+    }
+    std::vector<std::pair<std::string, policy::NodeVerdict>> dropped;
+    for (policy::NodeVictims& nv : pipeline_->Preempt(ctx, std::move(proposal), &dropped)) {
+      MetaVictims mv{.node = std::move(nv.node), .pdb_violations = nv.pdb_violations};
+      for (policy::Victim& v : nv.victims) mv.uids.push_back(std::move(v.uid));
+      out.push_back(std::move(mv));
+    }
+    for (const auto& [node, why] : dropped) {
+      spdlog::debug("preempt pod={} dropped node={}: {} {}", args->pod.Key(), node, why.message,
+                    why.detail);
+    }
+  }
+  return Reply{.body = EncodePreemptionResult(out)};
+}
+
+Reply Service::Events(std::string_view body) {
+  if (options_.mode != Mode::kStandalone) {
+    return ErrorReply(403, "berth runs in Kubernetes mode: the API server is the source of truth, "
+                           "change objects there");
+  }
+  ParsedBody parsed;
+  if (absl::Status s = parsed.Parse(body); !s.ok()) return ErrorReply(400, ToStd(s.message()));
+  absl::StatusOr<std::vector<core::ModelEvent>> events =
+      DecodeWatchEvents(parsed.root(), model_->resources());
+  if (!events.ok()) return ErrorReply(400, ToStd(events.status().message()));
+  core::ApplyStats stats = model_->Apply(*events);
+  uint64_t generation;
+  {
+    auto view = model_->Read();
+    generation = view->generation();
+  }
+  nlohmann::json j = {{"applied", events->size()},
+                      {"nodesUpserted", stats.nodes_upserted},
+                      {"nodesDeleted", stats.nodes_deleted},
+                      {"podsUpserted", stats.pods_upserted},
+                      {"podsDeleted", stats.pods_deleted},
+                      {"bindsConfirmed", stats.binds_confirmed},
+                      {"generation", generation}};
+  spdlog::debug("events applied={} generation={}", events->size(), generation);
+  return JsonReply(200, j);
+}
+
+absl::StatusOr<size_t> Service::LoadList(std::string_view json, std::string_view source) {
+  absl::StatusOr<JsonDocument> doc = JsonDocument::Parse(json);
+  if (!doc.ok()) return absl::InvalidArgumentError(StrCat(source, ": ", doc.status().message()));
+  absl::StatusOr<std::vector<core::ModelEvent>> events = DecodeList(doc->root(), model_->resources());
+  if (!events.ok()) {
+    return absl::InvalidArgumentError(StrCat(source, ": ", events.status().message()));
+  }
+  model_->Apply(*events);
+  return events->size();
+}
+
+Reply Service::Healthz() const { return Reply{.body = "{\"status\":\"ok\"}\n"}; }
+
+Reply Service::Readyz() const {
+  if (!ready_.load()) return ErrorReply(503, "not ready: the model has not synced yet");
+  return Reply{.body = "{\"ready\":true}\n"};
+}
+
+Reply Service::Version(bool text) const {
+  if (text) {
+    return TextReply(StrCat("berth ", options_.version, " (commit ", options_.git_commit, ", ",
+                            options_.build_type, ")\n"));
+  }
+  return JsonReply(200, {{"version", options_.version},
+                         {"gitCommit", options_.git_commit},
+                         {"buildType", options_.build_type},
+                         {"mode", options_.mode == Mode::kStandalone ? "standalone" : "kubernetes"}});
+}
+
+std::vector<std::string> Service::TopologyPath(const core::Node& node) const {
+  std::vector<std::string> path;
+  for (const std::string& level : options_.topology_levels) {
+    path.emplace_back(LabelOr(node.labels, level, "-"));
+  }
+  return path;
+}
+
+Reply Service::DebugNodes(bool text) const {
+  auto view = model_->Read();
+  const core::ResourceNames& names = view->resources();
+  std::vector<const core::NodeState*> nodes;
+  view->ForEachNode([&](core::NodeSlot, const core::NodeState& n) { nodes.push_back(&n); });
+  std::sort(nodes.begin(), nodes.end(),
+            [](const auto* a, const auto* b) { return a->node.name < b->node.name; });
+  if (text) {
+    TextTable t({"NODE", "POOL", "TOPOLOGY", "CPU FREE/ALLOC", "MEMORY FREE/ALLOC",
+                 "GPU FREE/ALLOC", "PODS FREE/ALLOC", "IN-FLIGHT"});
+    for (const core::NodeState* n : nodes) {
+      const core::ResourceVector free = n->Free();
+      std::vector<std::string> row = {n->node.name, "default"};
+      std::string topo;
+      for (const std::string& p : TopologyPath(n->node)) StrAppend(&topo, topo.empty() ? "" : "/", p);
+      row.push_back(topo);
+      for (core::ResourceId id : {core::kCpu, core::kMemory, core::kNvidiaGpu, core::kPods}) {
+        row.push_back(FormatPair(names, id, free.Get(id), n->node.allocatable.Get(id)));
+      }
+      row.push_back(n->assumed.IsZero() ? "-" : n->assumed.DebugString(names));
+      t.AddRow(std::move(row));
+    }
+    return TextReply(t.Render());
+  }
+  nlohmann::json arr = nlohmann::json::array();
+  for (const core::NodeState* n : nodes) {
+    arr.push_back({{"name", n->node.name},
+                   {"pool", "default"},
+                   {"topology", TopologyPath(n->node)},
+                   {"unschedulable", n->node.unschedulable},
+                   {"allocatable", EncodeResourceList(n->node.allocatable, names)},
+                   {"used", EncodeResourceList(n->requested, names)},
+                   {"reserved", EncodeResourceList(n->assumed, names)},
+                   {"free", EncodeResourceList(n->Free(), names)},
+                   {"pods", n->pods.size()}});
+  }
+  return JsonReply(200, {{"generation", view->generation()},
+                         {"topologyLevels", options_.topology_levels},
+                         {"nodes", std::move(arr)}});
+}
+
+Reply Service::DebugPods(bool text, bool all) const {
+  auto view = model_->Read();
+  const core::ResourceNames& names = view->resources();
+  std::vector<const core::PodState*> pods;
+  view->ForEachPod([&](core::PodSlot, const core::PodState& p) {
+    if (all || p.pod.scheduler_name == options_.scheduler_name) pods.push_back(&p);
+  });
+  std::sort(pods.begin(), pods.end(), [](const auto* a, const auto* b) {
+    return std::tie(a->pod.ns, a->pod.name) < std::tie(b->pod.ns, b->pod.name);
+  });
+  const absl::Time now = clock_->Now();
+  struct Row {
+    const core::PodState* p;
+    std::string bind;
+    bool admitted;
+    std::string why;
+  };
+  std::vector<Row> rows;
+  for (const core::PodState* p : pods) {
+    Row r{p, "", true, ""};
+    if (const core::LedgerEntry* e = view->FindBind(p->pod.uid)) {
+      r.bind = StrCat(e->state == core::BindState::kAssumed ? "binding to " : "bound, unconfirmed: ",
+                      view->node(e->node).node.name);
+    }
+    if (p->pod.node_name.empty() && !core::IsTerminal(p->pod.phase)) {
+      policy::NodeVerdict v = pipeline_->Admit({.state = *view, .pod = p->pod, .now = now});
+      r.admitted = v.ok();
+      r.why = v.message;
+    }
+    rows.push_back(std::move(r));
+  }
+  if (text) {
+    TextTable t({"NAMESPACE", "NAME", "PHASE", "NODE", "POOL", "QUEUE", "GANG", "BORROWER",
+                 "ADMITTED", "PRIORITY", "REQUEST"});
+    for (const Row& r : rows) {
+      const core::Pod& pod = r.p->pod;
+      std::string gang = GangOf(pod);
+      t.AddRow({pod.ns, pod.name, std::string(core::PodPhaseName(pod.phase)),
+                pod.node_name.empty() ? (r.bind.empty() ? "-" : r.bind) : pod.node_name,
+                PoolOf(pod), QueueOf(pod), gang.empty() ? "-" : gang, "no",
+                r.admitted ? "yes" : "no", StrCat(pod.priority), pod.request.DebugString(names)});
+    }
+    return TextReply(t.Render());
+  }
+  nlohmann::json arr = nlohmann::json::array();
+  for (const Row& r : rows) {
+    const core::Pod& pod = r.p->pod;
+    nlohmann::json j = {{"namespace", pod.ns},
+                        {"name", pod.name},
+                        {"uid", pod.uid},
+                        {"schedulerName", pod.scheduler_name},
+                        {"phase", core::PodPhaseName(pod.phase)},
+                        {"node", pod.node_name},
+                        {"pool", PoolOf(pod)},
+                        {"queue", QueueOf(pod)},
+                        {"gang", GangOf(pod)},
+                        {"borrower", false},
+                        {"admitted", r.admitted},
+                        {"priority", pod.priority},
+                        {"request", EncodeResourceList(pod.request, names)}};
+    if (!r.bind.empty()) j["bind"] = r.bind;
+    if (!r.why.empty()) j["waiting"] = r.why;
+    arr.push_back(std::move(j));
+  }
+  return JsonReply(200, {{"generation", view->generation()},
+                         {"schedulerName", options_.scheduler_name},
+                         {"pods", std::move(arr)}});
+}
+
+Reply Service::DebugSnapshot(bool text) const {
+  auto view = model_->Read();
+  const core::ResourceNames& names = view->resources();
+  std::vector<const core::NodeState*> nodes;
+  view->ForEachNode([&](core::NodeSlot, const core::NodeState& n) { nodes.push_back(&n); });
+  std::sort(nodes.begin(), nodes.end(),
+            [](const auto* a, const auto* b) { return a->node.name < b->node.name; });
+  std::vector<const core::PodState*> pods;
+  view->ForEachPod([&](core::PodSlot, const core::PodState& p) { pods.push_back(&p); });
+  std::sort(pods.begin(), pods.end(), [](const auto* a, const auto* b) {
+    return std::tie(a->pod.ns, a->pod.name) < std::tie(b->pod.ns, b->pod.name);
+  });
+  if (text) {
+    TextTable t({"KIND", "NAMESPACE", "NAME", "NODE", "PHASE"});
+    for (const auto* n : nodes) t.AddRow({"Node", "-", n->node.name, "-", "-"});
+    for (const auto* p : pods) {
+      t.AddRow({"Pod", p->pod.ns, p->pod.name, p->pod.node_name.empty() ? "-" : p->pod.node_name,
+                std::string(core::PodPhaseName(p->pod.phase))});
+    }
+    return TextReply(t.Render());
+  }
+  nlohmann::json items = nlohmann::json::array();
+  for (const auto* n : nodes) items.push_back(EncodeNode(n->node, names));
+  for (const auto* p : pods) items.push_back(EncodePod(p->pod, names));
+  return JsonReply(200, {{"apiVersion", "v1"},
+                         {"kind", "List"},
+                         {"metadata", {{"resourceVersion", StrCat(view->generation())}}},
+                         {"items", std::move(items)}});
+}
+
+}  // namespace berth::extender

@@ -1,0 +1,49 @@
+#include "policy/binpack/binpack.h"
+
+#include <algorithm>
+
+#include "absl/status/status.h"
+#include "core/strings.h"
+#include "core/checked_math.h"
+
+namespace berth::policy {
+
+absl::StatusOr<std::unique_ptr<BinpackScore>> BinpackScore::Create(const BinpackConfig& config,
+                                                                   core::ResourceNames& names) {
+  std::vector<std::pair<core::ResourceId, int64_t>> weights;
+  for (const auto& [name, weight] : config.weights) {
+    if (weight < 0 || weight > 1000) {
+      return absl::InvalidArgumentError(StrCat("binpack weight of \"", name, "\" is ", weight,
+                                                     "; expected 0..1000"));
+    }
+    absl::StatusOr<core::ResourceId> id = names.Intern(name);
+    if (!id.ok()) return id.status();
+    if (weight > 0) weights.emplace_back(*id, weight);
+  }
+  return std::unique_ptr<BinpackScore>(new BinpackScore(std::move(weights)));
+}
+
+int64_t BinpackScore::FineScore(const CycleContext& ctx, const core::NodeState& node) const {
+  __extension__ typedef __int128 Int128;
+  constexpr Int128 kScale = 10000;
+  Int128 weighted = 0;
+  Int128 total = 0;
+  for (const auto& [id, weight] : weights_) {
+    const int64_t alloc = node.node.allocatable.Get(id);
+    if (alloc <= 0) continue;
+    const int64_t used = core::SaturatingAdd(
+        core::SaturatingAdd(node.requested.Get(id), node.assumed.Get(id)), ctx.pod.request.Get(id));
+    const Int128 share = std::clamp<Int128>(Int128(std::max<int64_t>(used, 0)) * kScale / alloc,
+                                                0, kScale);
+    weighted += share * weight;
+    total += weight;
+  }
+  if (total == 0) return 0;
+  return static_cast<int64_t>(weighted * kMaxScore / total);
+}
+
+int64_t BinpackScore::Score(const CycleContext& ctx, const core::NodeState& node) const {
+  return (FineScore(ctx, node) + 5000) / 10000;
+}
+
+}  // namespace berth::policy

@@ -1,0 +1,72 @@
+#include "policy/fit/resource_fit.h"
+
+#include "core/strings.h"
+#include "core/checked_math.h"
+
+namespace berth::policy {
+
+NodeVerdict CheckFit(const core::ResourceNames& names, const core::ResourceVector& request,
+                     const core::NodeState& node, const core::ResourceVector& free) {
+  NodeVerdict v;
+  std::string short_names;
+  std::string requests;
+  for (size_t i = 0; i < request.size(); ++i) {
+    const auto id = static_cast<core::ResourceId>(i);
+    const int64_t want = request.Get(id);
+    if (want <= 0) continue;
+    const int64_t have = free.Get(id);
+    if (want <= have) continue;
+    const int64_t alloc = node.node.allocatable.Get(id);
+    const bool never = want > alloc;
+    if (never) v.fit = Fit::kUnresolvable;
+    if (v.fit != Fit::kUnresolvable) v.fit = Fit::kUnschedulable;
+    StrAppend(&short_names, short_names.empty() ? "" : ", ", names.Name(id));
+    StrAppend(&requests, requests.empty() ? "" : ", ",
+                    core::FormatAmount(names, id, want), " ", names.Name(id));
+    StrAppend(&v.detail, v.detail.empty() ? "" : "; ", names.Name(id), ": requested ",
+                    core::FormatAmount(names, id, want), ", free ",
+                    core::FormatAmount(names, id, have), " (allocatable ",
+                    core::FormatAmount(names, id, alloc), ", used ",
+                    core::FormatAmount(names, id, node.requested.Get(id)), ", in-flight binds ",
+                    core::FormatAmount(names, id, node.assumed.Get(id)), ")",
+                    never ? ": exceeds allocatable"
+                          : StrCat(": short by ",
+                                         core::FormatAmount(names, id,
+                                                            core::SaturatingSub(want, have))));
+  }
+  if (v.fit == Fit::kFit) return v;
+  if (v.fit == Fit::kUnresolvable) {
+    v.reason = Reason::kExceedsAllocatable;
+    v.message = StrCat("berth: node too small for the pod's ", short_names,
+                             " (pod requests ", requests, ")");
+  } else {
+    v.reason = Reason::kInsufficientResource;
+    v.message = StrCat("berth: insufficient ", short_names, " (pod requests ", requests, ")");
+  }
+  return v;
+}
+
+NodeVerdict ResourceFitFilter::Filter(const CycleContext& ctx, const core::NodeState& node) const {
+  return CheckFit(ctx.state.resources(), ctx.pod.request, node, node.Free());
+}
+
+bool ResourceFitPreempt::Review(const CycleContext& ctx, const core::NodeState& node,
+                                NodeVictims* proposal, NodeVerdict* why) const {
+  core::ResourceVector free = node.Free();
+  for (const Victim& v : proposal->victims) {
+    // Only pods berth counts on this node free room in berth's accounting.
+    if (v.known != nullptr && v.known->counted_on != core::kNoNode &&
+        &ctx.state.node(v.known->counted_on) == &node) {
+      free.Add(v.known->pod.request);
+    }
+  }
+  NodeVerdict fit = CheckFit(ctx.state.resources(), ctx.pod.request, node, free);
+  if (fit.ok()) return true;
+  *why = NodeVerdict{.fit = Fit::kUnresolvable,
+                     .reason = Reason::kPreemptionNotHelpful,
+                     .message = "berth: evicting the proposed victims would not make room",
+                     .detail = fit.detail};
+  return false;
+}
+
+}  // namespace berth::policy

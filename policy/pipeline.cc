@@ -1,0 +1,131 @@
+#include "policy/pipeline.h"
+
+#include <algorithm>
+
+#include "core/strings.h"
+
+namespace berth::policy {
+
+NodeVerdict UnknownNodeVerdict() {
+  return NodeVerdict{.fit = Fit::kUnschedulable,
+                     .reason = Reason::kUnknownNode,
+                     .message = "unknown node",
+                     .detail = "berth's model has no node of this name"};
+}
+
+Pipeline::Pipeline(std::vector<std::unique_ptr<AdmissionPolicyInterface>> admission,
+                   std::vector<std::unique_ptr<FilterPolicyInterface>> filters,
+                   std::vector<WeightedScore> scores,
+                   std::vector<std::unique_ptr<PreemptPolicyInterface>> preempt,
+                   std::vector<std::unique_ptr<OrderPolicyInterface>> order)
+    : admission_(std::move(admission)),
+      filters_(std::move(filters)),
+      scores_(std::move(scores)),
+      preempt_(std::move(preempt)),
+      order_(std::move(order)) {
+  for (const WeightedScore& s : scores_) total_weight_ += s.weight;
+}
+
+NodeVerdict Pipeline::Admit(const CycleContext& ctx) const {
+  for (const auto& a : admission_) {
+    NodeVerdict v = a->Admit(ctx);
+    if (!v.ok()) return v;
+  }
+  return NodeVerdict::Ok();
+}
+
+NodeVerdict Pipeline::FilterNode(const CycleContext& ctx, const core::NodeState& node) const {
+  for (const auto& f : filters_) {
+    NodeVerdict v = f->Filter(ctx, node);
+    if (!v.ok()) return v;
+  }
+  return NodeVerdict::Ok();
+}
+
+std::vector<NodeVerdict> Pipeline::Filter(const CycleContext& ctx,
+                                          std::span<const std::string_view> candidates) const {
+  std::vector<NodeVerdict> out(candidates.size());
+  NodeVerdict admitted = Admit(ctx);
+  for (size_t i = 0; i < candidates.size(); ++i) {
+    const core::NodeState* node = ctx.state.FindNode(candidates[i]);
+    if (node == nullptr) {
+      out[i] = UnknownNodeVerdict();
+    } else if (!admitted.ok()) {
+      out[i] = admitted;
+    } else {
+      out[i] = FilterNode(ctx, *node);
+    }
+  }
+  return out;
+}
+
+int64_t Pipeline::ScoreNode(const CycleContext& ctx, const core::NodeState& node) const {
+  if (total_weight_ <= 0) return 0;
+  int64_t sum = 0;
+  for (const WeightedScore& s : scores_) {
+    sum += std::clamp<int64_t>(s.policy->Score(ctx, node), 0, kMaxScore) * s.weight;
+  }
+  // Rounded weighted mean; stays in [0, kMaxScore] because each term does.
+  return (sum + total_weight_ / 2) / total_weight_;
+}
+
+std::vector<int64_t> Pipeline::Score(const CycleContext& ctx,
+                                     std::span<const std::string_view> candidates) const {
+  std::vector<int64_t> out(candidates.size(), 0);
+  for (size_t i = 0; i < candidates.size(); ++i) {
+    if (const core::NodeState* node = ctx.state.FindNode(candidates[i])) {
+      out[i] = ScoreNode(ctx, *node);
+    }
+  }
+  return out;
+}
+
+std::vector<NodeVictims> Pipeline::Preempt(
+    const CycleContext& ctx, std::vector<NodeVictims> proposal,
+    std::vector<std::pair<std::string, NodeVerdict>>* dropped) const {
+  std::vector<NodeVictims> kept;
+  kept.reserve(proposal.size());
+  auto drop = [&](std::string node, NodeVerdict why) {
+    if (dropped != nullptr) dropped->emplace_back(std::move(node), std::move(why));
+  };
+  for (NodeVictims& nv : proposal) {
+    const core::NodeState* node = ctx.state.FindNode(nv.node);
+    if (node == nullptr) {
+      drop(std::move(nv.node), UnknownNodeVerdict());
+      continue;
+    }
+    bool keep = true;
+    for (const auto& p : preempt_) {
+      NodeVerdict why;
+      if (!p->Review(ctx, *node, &nv, &why)) {
+        drop(nv.node, std::move(why));
+        keep = false;
+        break;
+      }
+    }
+    if (!keep) continue;
+    if (nv.victims.empty()) {
+      drop(std::move(nv.node), NodeVerdict{.fit = Fit::kUnresolvable,
+                                           .reason = Reason::kPreemptionNotHelpful,
+                                           .message = "no victim on this node",
+                                           .detail = "kube-scheduler rejects empty victim lists"});
+      continue;
+    }
+    std::stable_sort(nv.victims.begin(), nv.victims.end(),
+                     [](const Victim& a, const Victim& b) { return a.priority > b.priority; });
+    kept.push_back(std::move(nv));
+  }
+  return kept;
+}
+
+std::vector<std::string> Pipeline::Describe() const {
+  std::vector<std::string> out;
+  for (const auto& a : admission_) out.push_back(StrCat("admission:", a->Name()));
+  for (const auto& f : filters_) out.push_back(StrCat("filter:", f->Name()));
+  for (const auto& s : scores_) out.push_back(StrCat("score:", s.policy->Name(), "*", s.weight));
+  for (const auto& p : preempt_) out.push_back(StrCat("preempt:", p->Name()));
+  for (const auto& o : order_) out.push_back(StrCat("order:", o->Name()));
+  return out;
+}
+
+}  // namespace berth::policy

@@ -1,0 +1,76 @@
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "policy/policy.h"
+
+namespace berth::policy {
+
+/// Runs the enabled modules for each verb and combines their answers:
+/// - admission: every admission module must let the pod through (AND); the first refusal is
+///   the verdict of every node;
+/// - filter: per node, modules in configured order; the first non-fit verdict wins (AND);
+/// - score: weighted mean of the score modules, rounded, in [0, kMaxScore];
+/// - preempt: each module reviews the proposal in turn and may shrink, grow or drop it.
+class Pipeline {
+ public:
+  struct WeightedScore {
+    std::unique_ptr<ScorePolicyInterface> policy;
+    int64_t weight;
+  };
+
+  Pipeline(std::vector<std::unique_ptr<AdmissionPolicyInterface>> admission,
+           std::vector<std::unique_ptr<FilterPolicyInterface>> filters,
+           std::vector<WeightedScore> scores,
+           std::vector<std::unique_ptr<PreemptPolicyInterface>> preempt,
+           std::vector<std::unique_ptr<OrderPolicyInterface>> order);
+
+  /// The pod-level gate. kFit when every admission module agrees.
+  NodeVerdict Admit(const CycleContext& ctx) const;
+
+  /// The verdict of one node (filters only; call Admit first).
+  NodeVerdict FilterNode(const CycleContext& ctx, const core::NodeState& node) const;
+
+  /// Verdicts for candidate node names, in input order. Unknown nodes get kUnknownNode.
+  std::vector<NodeVerdict> Filter(const CycleContext& ctx,
+                                  std::span<const std::string_view> candidates) const;
+
+  /// Combined score of one node that passed the filters.
+  int64_t ScoreNode(const CycleContext& ctx, const core::NodeState& node) const;
+
+  /// Scores for candidate node names, in input order; unknown nodes score 0.
+  std::vector<int64_t> Score(const CycleContext& ctx,
+                             std::span<const std::string_view> candidates) const;
+
+  /// Reviews a preemption proposal. Nodes berth does not know, nodes a module drops and nodes
+  /// left with no victim are removed (kube-scheduler rejects an empty victim list). Victims are
+  /// returned highest priority first, as kube-scheduler expects.
+  /// \param dropped if not null, receives (node, why) for every removed node.
+  std::vector<NodeVictims> Preempt(
+      const CycleContext& ctx, std::vector<NodeVictims> proposal,
+      std::vector<std::pair<std::string, NodeVerdict>>* dropped = nullptr) const;
+
+  const std::vector<std::unique_ptr<OrderPolicyInterface>>& order() const { return order_; }
+
+  /// Module names per verb, for /debug and logs.
+  std::vector<std::string> Describe() const;
+
+ private:
+  std::vector<std::unique_ptr<AdmissionPolicyInterface>> admission_;
+  std::vector<std::unique_ptr<FilterPolicyInterface>> filters_;
+  std::vector<WeightedScore> scores_;
+  int64_t total_weight_ = 0;
+  std::vector<std::unique_ptr<PreemptPolicyInterface>> preempt_;
+  std::vector<std::unique_ptr<OrderPolicyInterface>> order_;
+};
+
+/// The verdict for a node berth has never heard of.
+NodeVerdict UnknownNodeVerdict();
+
+}  // namespace berth::policy

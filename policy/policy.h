@@ -1,0 +1,88 @@
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/time/time.h"
+#include "core/cluster_model.h"
+#include "core/objects.h"
+#include "policy/verdict.h"
+
+namespace berth::policy {
+
+/// What every policy sees for one decision about one pod: the pod and one consistent view of the
+/// cluster. Policies read only this; they never hold on to it after the call.
+struct CycleContext {
+  const core::ClusterState& state;
+  const core::Pod& pod;
+  absl::Time now;
+};
+
+/// Per-node filter. Called once per candidate node; must be pure and thread-safe.
+class FilterPolicyInterface {
+ public:
+  virtual ~FilterPolicyInterface() = default;
+  virtual std::string_view Name() const = 0;
+  /// \return kFit, or the first rule the node breaks for this pod.
+  virtual NodeVerdict Filter(const CycleContext& ctx, const core::NodeState& node) const = 0;
+};
+
+/// Per-node score. Called only for nodes that passed every filter; pure and thread-safe.
+class ScorePolicyInterface {
+ public:
+  virtual ~ScorePolicyInterface() = default;
+  virtual std::string_view Name() const = 0;
+  /// \return a score in [0, kMaxScore]; higher is better.
+  virtual int64_t Score(const CycleContext& ctx, const core::NodeState& node) const = 0;
+};
+
+/// One victim kube-scheduler proposes (or a policy adds) on one node.
+struct Victim {
+  std::string uid;
+  int32_t priority = 0;
+  /// The pod as berth's model holds it, or nullptr when berth does not know it.
+  const core::PodState* known = nullptr;
+};
+
+/// The victims on one candidate node of a preemption.
+struct NodeVictims {
+  std::string node;
+  std::vector<Victim> victims;
+  int64_t pdb_violations = 0;
+};
+
+/// Reviews kube-scheduler's preemption proposal for one node.
+class PreemptPolicyInterface {
+ public:
+  virtual ~PreemptPolicyInterface() = default;
+  virtual std::string_view Name() const = 0;
+  /// May change `proposal->victims` (drop or add pods). \return false to drop the node as a
+  /// preemption candidate, with the reason in `*why`.
+  virtual bool Review(const CycleContext& ctx, const core::NodeState& node, NodeVictims* proposal,
+                      NodeVerdict* why) const = 0;
+};
+
+/// Pod-level gate run before any node is filtered: gangs, queues and pools decide here whether a
+/// pod may be placed now at all.
+class AdmissionPolicyInterface {
+ public:
+  virtual ~AdmissionPolicyInterface() = default;
+  virtual std::string_view Name() const = 0;
+  /// \return kFit to let the pod through, or the reason it waits (applied to every node).
+  virtual NodeVerdict Admit(const CycleContext& ctx) const = 0;
+};
+
+/// Order between pending pods (the admission order of queues and gangs).
+class OrderPolicyInterface {
+ public:
+  virtual ~OrderPolicyInterface() = default;
+  virtual std::string_view Name() const = 0;
+  /// \return true if `a` should be admitted before `b`.
+  virtual bool Less(const core::ClusterState& state, const core::Pod& a,
+                    const core::Pod& b) const = 0;
+};
+
+}  // namespace berth::policy

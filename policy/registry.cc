@@ -1,0 +1,127 @@
+#include "policy/registry.h"
+
+#include <set>
+
+#include "core/strings.h"
+#include "absl/strings/str_join.h"
+#include "policy/binpack/binpack.h"
+#include "policy/fit/resource_fit.h"
+
+namespace berth::policy {
+namespace {
+
+template <class T>
+absl::Status Insert(std::map<std::string, Factory<T>>& table, std::string_view kind,
+                    std::string name, Factory<T> f) {
+  if (table.contains(name)) {
+    return absl::AlreadyExistsError(StrCat(kind, " module \"", name, "\" registered twice"));
+  }
+  table.emplace(std::move(name), std::move(f));
+  return absl::OkStatus();
+}
+
+template <class T>
+std::vector<std::string> Names(const std::map<std::string, Factory<T>>& table) {
+  std::vector<std::string> out;
+  for (const auto& [name, f] : table) out.push_back(name);
+  return out;
+}
+
+template <class T>
+absl::StatusOr<std::vector<std::unique_ptr<T>>> BuildAll(
+    const std::map<std::string, Factory<T>>& table, std::string_view kind,
+    const std::vector<std::string>& names, const BuildContext& ctx) {
+  std::vector<std::unique_ptr<T>> out;
+  std::set<std::string> seen;
+  for (const std::string& name : names) {
+    auto it = table.find(name);
+    if (it == table.end()) {
+      return absl::InvalidArgumentError(StrCat("unknown ", kind, " module \"", name,
+                                                     "\"; known: ",
+                                                     absl::StrJoin(Names(table), ", ")));
+    }
+    if (!seen.insert(name).second) {
+      return absl::InvalidArgumentError(
+          StrCat(kind, " module \"", name, "\" is listed twice"));
+    }
+    absl::StatusOr<std::unique_ptr<T>> module = it->second(ctx);
+    if (!module.ok()) {
+      return absl::InvalidArgumentError(
+          StrCat(kind, " module \"", name, "\": ", module.status().message()));
+    }
+    out.push_back(*std::move(module));
+  }
+  return out;
+}
+
+}  // namespace
+
+absl::Status Registry::RegisterFilter(std::string name, Factory<FilterPolicyInterface> f) {
+  return Insert(filters_, "filter", std::move(name), std::move(f));
+}
+absl::Status Registry::RegisterScore(std::string name, Factory<ScorePolicyInterface> f) {
+  return Insert(scores_, "score", std::move(name), std::move(f));
+}
+absl::Status Registry::RegisterPreempt(std::string name, Factory<PreemptPolicyInterface> f) {
+  return Insert(preempt_, "preempt", std::move(name), std::move(f));
+}
+absl::Status Registry::RegisterAdmission(std::string name, Factory<AdmissionPolicyInterface> f) {
+  return Insert(admission_, "admission", std::move(name), std::move(f));
+}
+absl::Status Registry::RegisterOrder(std::string name, Factory<OrderPolicyInterface> f) {
+  return Insert(order_, "order", std::move(name), std::move(f));
+}
+
+std::vector<std::string> Registry::FilterNames() const { return Names(filters_); }
+std::vector<std::string> Registry::ScoreNames() const { return Names(scores_); }
+
+absl::StatusOr<std::unique_ptr<Pipeline>> Registry::Build(const PolicyConfig& config,
+                                                          core::ResourceNames& resources) const {
+  const BuildContext ctx{.config = config, .resources = resources};
+  auto admission = BuildAll(admission_, "admission", config.admission, ctx);
+  if (!admission.ok()) return admission.status();
+  auto filters = BuildAll(filters_, "filter", config.filters, ctx);
+  if (!filters.ok()) return filters.status();
+  std::vector<std::string> score_names;
+  for (const auto& [name, weight] : config.scores) {
+    if (weight <= 0 || weight > 100) {
+      return absl::InvalidArgumentError(
+          StrCat("score module \"", name, "\" has weight ", weight, "; expected 1..100"));
+    }
+    score_names.push_back(name);
+  }
+  auto scores = BuildAll(scores_, "score", score_names, ctx);
+  if (!scores.ok()) return scores.status();
+  std::vector<Pipeline::WeightedScore> weighted;
+  for (size_t i = 0; i < scores->size(); ++i) {
+    weighted.push_back({std::move((*scores)[i]), config.scores[i].second});
+  }
+  auto preempt = BuildAll(preempt_, "preempt", config.preempt, ctx);
+  if (!preempt.ok()) return preempt.status();
+  auto order = BuildAll(order_, "order", config.order, ctx);
+  if (!order.ok()) return order.status();
+  return std::make_unique<Pipeline>(*std::move(admission), *std::move(filters),
+                                    std::move(weighted), *std::move(preempt), *std::move(order));
+}
+
+Registry BuildDefaultRegistry() {
+  Registry r;
+  // Every module berth has, by name. Registration of a fixed, distinct list cannot fail.
+  (void)r.RegisterFilter("resource-fit", [](const BuildContext&)
+                             -> absl::StatusOr<std::unique_ptr<FilterPolicyInterface>> {
+    return std::make_unique<ResourceFitFilter>();
+  });
+  (void)r.RegisterScore("binpack", [](const BuildContext& ctx)
+                            -> absl::StatusOr<std::unique_ptr<ScorePolicyInterface>> {
+    auto s = BinpackScore::Create(ctx.config.binpack, ctx.resources);
+    if (!s.ok()) return s.status();
+    return std::unique_ptr<ScorePolicyInterface>(*std::move(s));
+  });
+  (void)r.RegisterPreempt("resource-fit", [](const BuildContext&)
+                              -> absl::StatusOr<std::unique_ptr<PreemptPolicyInterface>> {
+    return std::make_unique<ResourceFitPreempt>();
+  });
+  return r;
+}
+
+}  // namespace berth::policy

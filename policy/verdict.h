@@ -1,0 +1,43 @@
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace berth::policy {
+
+/// A node's verdict for one pod. Maps one-to-one onto the extender protocol: kFit -> the pass
+/// list, kUnschedulable -> FailedNodes (preemption may help), kUnresolvable ->
+/// FailedAndUnresolvableNodes (it will not). Internal failures are never verdicts.
+enum class Fit : uint8_t { kFit, kUnschedulable, kUnresolvable };
+
+/// Stable reason codes. They are part of berth's interface (metrics labels, /debug/explain), so a
+/// code is never renamed; new ones are appended.
+enum class Reason : uint8_t {
+  kNone,
+  kUnknownNode,           ///< the node is not in berth's model
+  kInsufficientResource,  ///< not enough free room now; evicting pods could make room
+  kExceedsAllocatable,    ///< more than the node's allocatable: nothing can make room
+  kPreemptionNotHelpful,  ///< evicting the proposed victims would not make the pod fit
+};
+
+std::string_view ReasonCode(Reason reason);
+
+/// The verdict of one node for one pod.
+struct NodeVerdict {
+  Fit fit = Fit::kFit;
+  Reason reason = Reason::kNone;
+  /// Node-independent text, so kube-scheduler's event groups identical reasons
+  /// ("0/40 nodes are available: 12 berth: insufficient nvidia.com/gpu (pod requests 2)").
+  std::string message;
+  /// Node-specific numbers for people ("free 1, allocatable 4, in-flight binds 1: short by 1").
+  std::string detail;
+
+  bool ok() const { return fit == Fit::kFit; }
+  static NodeVerdict Ok() { return NodeVerdict{}; }
+};
+
+/// Extender scores run 0..kMaxScore (kube-scheduler's MaxExtenderPriority).
+inline constexpr int64_t kMaxScore = 10;
+
+}  // namespace berth::policy
