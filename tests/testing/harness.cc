@@ -1,0 +1,43 @@
+#include "tests/testing/harness.h"
+
+#include <catch2/catch.hpp>
+
+#include "policy/registry.h"
+
+namespace berth::testing {
+
+Harness::Harness(policy::PolicyConfig config, extender::Mode mode) {
+  auto pipeline = policy::BuildDefaultRegistry().Build(config, model_.resources());
+  REQUIRE(pipeline.ok());
+  binder_ = std::make_unique<extender::LocalBinder>(&model_);
+  extender::ServiceOptions options;
+  options.mode = mode;
+  service_ = std::make_unique<extender::Service>(options, &model_, *std::move(pipeline),
+                                                 binder_.get(), &clock_);
+  service_->SetReady(true);
+}
+
+nlohmann::json ParseReply(const extender::Reply& reply) {
+  INFO("reply body: " << reply.body);
+  REQUIRE(nlohmann::json::accept(reply.body));
+  return nlohmann::json::parse(reply.body);
+}
+
+namespace {
+nlohmann::json Ok(const extender::Reply& r) {
+  INFO("status " << r.status << " body: " << r.body);
+  REQUIRE(r.status == 200);
+  return ParseReply(r);
+}
+}  // namespace
+
+nlohmann::json Harness::Apply(const nlohmann::json& events) { return Ok(service_->Events(events.dump())); }
+nlohmann::json Harness::Filter(const nlohmann::json& args) { return Ok(service_->Filter(args.dump())); }
+nlohmann::json Harness::Prioritize(const nlohmann::json& args) {
+  return Ok(service_->Prioritize(args.dump()));
+}
+nlohmann::json Harness::Bind(const nlohmann::json& args) { return Ok(service_->Bind(args.dump())); }
+nlohmann::json Harness::Preempt(const nlohmann::json& args) { return Ok(service_->Preempt(args.dump())); }
+nlohmann::json Harness::Snapshot() { return Ok(service_->DebugSnapshot(false)); }
+
+}  // namespace berth::testing
