@@ -78,6 +78,9 @@ void HttpServer::Install() {
       return Send(res, service_->Preempt(body));
     }
     if (path == "/v1/events") return Send(res, service_->Events(body));
+    if (auto it = options_.extra_post_routes.find(req.path); it != options_.extra_post_routes.end()) {
+      return Send(res, it->second(body));
+    }
     Send(res, ErrorReply(404, StrCat("no such endpoint: POST ", path,
                                      " (POST .../filter, .../prioritize, .../bind, .../preempt, "
                                      "/v1/events)")));

@@ -1,6 +1,8 @@
 #pragma once
 
 #include <functional>
+#include <map>
+#include <string_view>
 #include <memory>
 #include <string>
 #include <thread>
@@ -25,6 +27,9 @@ struct HttpServerOptions {
   int keep_alive_seconds = 120;
   /// How long a started request may take to arrive.
   int read_timeout_seconds = 10;
+  /// Further POST routes (exact path -> handler of the body), served on the same transport path
+  /// as the verbs. Benchmarks use it for a do-nothing baseline route.
+  std::map<std::string, std::function<Reply(std::string_view body)>> extra_post_routes;
 };
 
 /// Serves Service over HTTP/1.1 with cpp-httplib.
