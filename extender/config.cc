@@ -33,7 +33,7 @@ absl::StatusOr<std::vector<std::string>> StringList(simdjson::dom::object obj, s
   std::vector<std::string> out;
   int64_t i = 0;
   for (simdjson::dom::element el : **arr) {
-    auto s = AsString(el, path.Field(key).Element(i++));
+    auto s = AsString(el, path.Item(key, i++));
     if (!s.ok()) return s.status();
     out.emplace_back(*s);
   }
@@ -61,7 +61,7 @@ absl::Status ParsePolicies(simdjson::dom::object obj, const JsonPath& path,
     out->scores.clear();
     int64_t i = 0;
     for (simdjson::dom::element el : **scores) {
-      const JsonPath spath = path.Field("scores").Element(i++);
+      const JsonPath spath = path.Item("scores", i++);
       auto sobj = AsObject(el, spath);
       if (!sobj.ok()) return sobj.status();
       if (auto s = CheckKnown(*sobj, {"name", "weight"}, spath); !s.ok()) return s;
@@ -145,7 +145,8 @@ absl::StatusOr<Config> ParseConfig(std::string_view json, std::string_view sourc
       for (auto [res, w] : **weights) {
         int64_t v;
         if (w.get_int64().get(v) != simdjson::SUCCESS) {
-          return fail(FieldError(bpath.Field("weights").Field(res), "expected an integer"));
+          const JsonPath wpath = bpath.Field("weights");
+          return fail(FieldError(wpath.Field(res), "expected an integer"));
         }
         c.policy.binpack.weights.emplace_back(std::string(res), v);
       }

@@ -14,11 +14,8 @@ std::string JsonPath::ToString() const {
   std::string out;
   for (auto it = chain.rbegin(); it != chain.rend(); ++it) {
     const JsonPath* p = *it;
-    if (!p->key.empty()) {
-      StrAppend(&out, out.empty() ? "" : ".", p->key);
-    } else if (p->index >= 0) {
-      StrAppend(&out, "[", p->index, "]");
-    }
+    if (!p->key.empty()) StrAppend(&out, out.empty() ? "" : ".", p->key);
+    if (p->index >= 0) StrAppend(&out, "[", p->index, "]");
   }
   return out.empty() ? "(document)" : out;
 }

@@ -14,13 +14,21 @@ namespace berth::extender {
 
 /// Where a value sits in a document, kept as a chain of stack frames so the hot path builds no
 /// strings: the text ("Pod.spec.containers[0].resources.requests.cpu") is made only for errors.
+///
+/// A child frame points at its parent, so a parent must outlive its children: calling Field(),
+/// Element() or Item() on a temporary does not compile (a stored child would dangle). To name
+/// "containers[3]" in one frame use Item("containers", 3).
 struct JsonPath {
   const JsonPath* parent = nullptr;
-  std::string_view key;  ///< field name, or empty for an array element
-  int64_t index = -1;    ///< array index when key is empty
+  std::string_view key;  ///< field name (may be empty)
+  int64_t index = -1;    ///< array index after `key`, or -1
 
-  JsonPath Field(std::string_view k) const { return JsonPath{this, k, -1}; }
-  JsonPath Element(int64_t i) const { return JsonPath{this, {}, i}; }
+  JsonPath Field(std::string_view k) const& { return JsonPath{this, k, -1}; }
+  JsonPath Element(int64_t i) const& { return JsonPath{this, {}, i}; }
+  JsonPath Item(std::string_view k, int64_t i) const& { return JsonPath{this, k, i}; }
+  JsonPath Field(std::string_view k) && = delete;
+  JsonPath Element(int64_t i) && = delete;
+  JsonPath Item(std::string_view k, int64_t i) && = delete;
   std::string ToString() const;
 };
 

@@ -206,7 +206,7 @@ absl::StatusOr<core::Pod> DecodePod(simdjson::dom::object obj, core::ResourceNam
       if (!arr->has_value()) continue;
       int64_t i = 0;
       for (simdjson::dom::element c : **arr) {
-        const JsonPath cpath = spath.Field(list).Element(i++);
+        const JsonPath cpath = spath.Item(list, i++);
         absl::StatusOr<simdjson::dom::object> cobj = AsObject(c, cpath);
         if (!cobj.ok()) return cobj.status();
         absl::StatusOr<core::ResourceVector> req = ContainerRequests(*cobj, names, cpath);
@@ -234,7 +234,8 @@ absl::StatusOr<core::Pod> DecodePod(simdjson::dom::object obj, core::ResourceNam
       auto req = OptionalObject(**pod_res, "requests", spath.Field("resources"));
       if (!req.ok()) return req.status();
       if (req->has_value()) {
-        auto v = DecodeResourceList(**req, names, spath.Field("resources").Field("requests"));
+        const JsonPath rpath = spath.Field("resources");
+        auto v = DecodeResourceList(**req, names, rpath.Field("requests"));
         if (!v.ok()) return v.status();
         for (auto [k, unused] : **req) {
           if (auto id = names.Find(k)) resources.pod_level.emplace_back(*id, v->Get(*id));
@@ -296,7 +297,7 @@ absl::StatusOr<core::Node> DecodeNode(simdjson::dom::object obj, core::ResourceN
     if (taints->has_value()) {
       int64_t i = 0;
       for (simdjson::dom::element t : **taints) {
-        const JsonPath tpath = spath.Field("taints").Element(i++);
+        const JsonPath tpath = spath.Item("taints", i++);
         auto tobj = AsObject(t, tpath);
         if (!tobj.ok()) return tobj.status();
         core::Taint taint;
@@ -415,7 +416,7 @@ absl::StatusOr<std::vector<core::ModelEvent>> DecodeList(simdjson::dom::element 
   if (!items->has_value()) return out;
   int64_t i = 0;
   for (simdjson::dom::element el : **items) {
-    const JsonPath ipath = top.Field("items").Element(i++);
+    const JsonPath ipath = top.Item("items", i++);
     auto item = AsObject(el, ipath);
     if (!item.ok()) return item.status();
     absl::StatusOr<core::ModelEvent> e = absl::InternalError("unset");

@@ -55,7 +55,7 @@ absl::StatusOr<std::string_view> EnvelopeString(simdjson::dom::object obj, std::
 absl::StatusOr<ExtenderArgs> DecodeExtenderArgs(simdjson::dom::element root,
                                                 core::ResourceNames& names) {
   const JsonPath top;
-  absl::StatusOr<simdjson::dom::object> obj = AsObject(root, JsonPath{top.Field("ExtenderArgs")});
+  absl::StatusOr<simdjson::dom::object> obj = AsObject(root, top.Field("ExtenderArgs"));
   if (!obj.ok()) return obj.status();
   ExtenderArgs args;
   absl::StatusOr<core::Pod> pod = DecodeEnvelopePod(*obj, "ExtenderArgs", names);
@@ -71,7 +71,7 @@ absl::StatusOr<ExtenderArgs> DecodeExtenderArgs(simdjson::dom::element root,
     args.node_names.reserve(arr.size());
     int64_t i = 0;
     for (simdjson::dom::element el : arr) {
-      auto s = AsString(el, top.Field("NodeNames").Element(i++));
+      auto s = AsString(el, top.Item("NodeNames", i++));
       if (!s.ok()) return s.status();
       args.node_names.push_back(*s);
     }
@@ -87,7 +87,7 @@ absl::StatusOr<ExtenderArgs> DecodeExtenderArgs(simdjson::dom::element root,
     if (!items->has_value()) return args;
     int64_t i = 0;
     for (simdjson::dom::element el : **items) {
-      const JsonPath ipath = npath.Field("items").Element(i++);
+      const JsonPath ipath = npath.Item("items", i++);
       auto node = AsObject(el, ipath);
       if (!node.ok()) return node.status();
       auto meta = OptionalObject(*node, "metadata", ipath);
@@ -96,7 +96,8 @@ absl::StatusOr<ExtenderArgs> DecodeExtenderArgs(simdjson::dom::element root,
       auto name = OptionalString(**meta, "name", ipath.Field("metadata"));
       if (!name.ok()) return name.status();
       if (!name->has_value() || (*name)->empty()) {
-        return FieldError(ipath.Field("metadata").Field("name"), "required: expected a non-empty string");
+        const JsonPath mpath = ipath.Field("metadata");
+        return FieldError(mpath.Field("name"), "required: expected a non-empty string");
       }
       args.node_names.push_back(**name);
       args.node_objects.push_back(*node);
@@ -108,7 +109,8 @@ absl::StatusOr<ExtenderArgs> DecodeExtenderArgs(simdjson::dom::element root,
 }
 
 absl::StatusOr<BindingArgs> DecodeBindingArgs(simdjson::dom::element root) {
-  absl::StatusOr<simdjson::dom::object> obj = AsObject(root, JsonPath{}.Field("ExtenderBindingArgs"));
+  const JsonPath top;
+  absl::StatusOr<simdjson::dom::object> obj = AsObject(root, top.Field("ExtenderBindingArgs"));
   if (!obj.ok()) return obj.status();
   BindingArgs args;
   auto name = EnvelopeString(*obj, "PodName", true);
@@ -173,7 +175,7 @@ absl::StatusOr<PreemptionArgs> DecodePreemptionArgs(simdjson::dom::element root,
       }
       int64_t i = 0;
       for (simdjson::dom::element p : pods) {
-        const JsonPath ppath = npath.Field("Pods").Element(i++);
+        const JsonPath ppath = npath.Item("Pods", i++);
         auto pobj = AsObject(p, ppath);
         if (!pobj.ok()) return pobj.status();
         if (full) {
@@ -182,7 +184,8 @@ absl::StatusOr<PreemptionArgs> DecodePreemptionArgs(simdjson::dom::element root,
           auto meta = OptionalObject(*pobj, "metadata", ppath);
           auto uid = OptionalString(**meta, "uid", ppath.Field("metadata"));
           if (!uid.ok()) return uid.status();
-          if (!uid->has_value()) return FieldError(ppath.Field("metadata").Field("uid"), "required");
+          const JsonPath mpath = ppath.Field("metadata");
+          if (!uid->has_value()) return FieldError(mpath.Field("uid"), "required");
           cand.victims.emplace_back(**uid, victim->priority);
         } else {
           auto uid_el = Envelope(*pobj, "UID");

@@ -120,9 +120,11 @@ Reply Service::Filter(std::string_view body) {
   if (!args.ok()) return VerbErrorReply(400, ToStd(args.status().message()));
   if (options_.mode == Mode::kStandalone) {
     std::vector<core::Node> nodes;
+    const JsonPath top;
+    const JsonPath nodes_path = top.Field("Nodes");
     for (size_t i = 0; i < args->node_objects.size(); ++i) {
-      absl::StatusOr<core::Node> node = DecodeNode(
-          args->node_objects[i], model_->resources(), JsonPath{}.Field("Nodes").Field("items").Element(int64_t(i)));
+      absl::StatusOr<core::Node> node = DecodeNode(args->node_objects[i], model_->resources(),
+                                                   nodes_path.Item("items", int64_t(i)));
       if (!node.ok()) return VerbErrorReply(400, ToStd(node.status().message()));
       nodes.push_back(*std::move(node));
     }
