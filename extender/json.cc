@@ -216,13 +216,63 @@ absl::StatusOr<std::string_view> AsString(simdjson::dom::element el, const JsonP
 
 // ---- writer -----------------------------------------------------------------------------------
 
+namespace {
+
+// Length of the valid UTF-8 sequence starting at s[i], or 0 if it is not valid (overlong forms,
+// surrogates and code points above U+10FFFF are invalid too).
+size_t Utf8SequenceLength(std::string_view s, size_t i) {
+  const auto b0 = static_cast<unsigned char>(s[i]);
+  size_t len;
+  uint32_t cp;
+  if (b0 < 0x80) return 1;
+  if ((b0 & 0xE0) == 0xC0) {
+    len = 2;
+    cp = b0 & 0x1F;
+  } else if ((b0 & 0xF0) == 0xE0) {
+    len = 3;
+    cp = b0 & 0x0F;
+  } else if ((b0 & 0xF8) == 0xF0) {
+    len = 4;
+    cp = b0 & 0x07;
+  } else {
+    return 0;
+  }
+  if (i + len > s.size()) return 0;
+  for (size_t k = 1; k < len; ++k) {
+    const auto b = static_cast<unsigned char>(s[i + k]);
+    if ((b & 0xC0) != 0x80) return 0;
+    cp = (cp << 6) | (b & 0x3F);
+  }
+  static constexpr uint32_t kMin[] = {0, 0, 0x80, 0x800, 0x10000};
+  if (cp < kMin[len] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return 0;
+  return len;
+}
+
+}  // namespace
+
 void AppendJsonString(std::string* out, std::string_view s) {
   static constexpr char kHex[] = "0123456789abcdef";
   out->push_back('"');
-  size_t run = 0;  // start of the current run of characters that need no escape
-  for (size_t i = 0; i < s.size(); ++i) {
+  size_t run = 0;  // start of the current run of characters copied as they are
+  size_t i = 0;
+  while (i < s.size()) {
     const auto c = static_cast<unsigned char>(s[i]);
-    if (c >= 0x20 && c != '"' && c != '\\') continue;
+    if (c >= 0x20 && c < 0x80 && c != '"' && c != '\\') {
+      ++i;
+      continue;
+    }
+    if (c >= 0x80) {
+      // Valid UTF-8 passes through; anything else becomes U+FFFD, so the output is always
+      // valid JSON even when a message quotes untrusted bytes.
+      if (const size_t len = Utf8SequenceLength(s, i); len > 0) {
+        i += len;
+        continue;
+      }
+      out->append(s.data() + run, i - run);
+      out->append("\\ufffd");
+      run = ++i;
+      continue;
+    }
     out->append(s.data() + run, i - run);
     run = i + 1;
     switch (c) {
@@ -236,6 +286,7 @@ void AppendJsonString(std::string* out, std::string_view s) {
         out->append(esc, sizeof(esc));
       }
     }
+    ++i;
   }
   out->append(s.data() + run, s.size() - run);
   out->push_back('"');
