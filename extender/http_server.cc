@@ -1,5 +1,13 @@
 #include "extender/http_server.h"
 
+#include <arpa/inet.h>
+#include <dirent.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <limits>
 #include <string_view>
 
 #include "core/strings.h"
@@ -17,6 +25,40 @@ void Send(httplib::Response& res, Reply reply) {
   res.status = reply.status;
   const bool json = reply.content_type == "application/json";
   res.set_content(std::move(reply.body), json ? kJsonType : reply.content_type.c_str());
+}
+
+// cpp-httplib 0.11.4 waits on an idle kept-alive connection until a request comes or the
+// keep-alive timeout (120 s) passes, and only then looks at the stop flag: stop() alone leaves
+// Stop() and Run() blocked for up to two minutes while kube-scheduler holds an idle connection
+// (and Kubernetes kills the pod after its 30 s grace period). Shutting down the read side of
+// the connections this server accepted wakes those waits: the worker reads EOF and closes the
+// connection, while a request already read still gets its reply (the write side stays open).
+// cpp-httplib does not hand out its sockets, so they are found among the process's descriptors:
+// connected sockets whose local port is the server's.
+void ShutdownAcceptedConnections(int port) {
+  DIR* dir = ::opendir("/proc/self/fd");
+  if (dir == nullptr) return;
+  const int dir_fd = ::dirfd(dir);
+  while (const dirent* e = ::readdir(dir)) {
+    char* end = nullptr;
+    const long fd = std::strtol(e->d_name, &end, 10);
+    if (end == e->d_name || *end != '\0' || fd == dir_fd) continue;
+    sockaddr_storage addr{};
+    socklen_t len = sizeof(addr);
+    if (::getsockname(static_cast<int>(fd), reinterpret_cast<sockaddr*>(&addr), &len) != 0) continue;
+    int local_port = -1;
+    if (addr.ss_family == AF_INET) {
+      local_port = ntohs(reinterpret_cast<const sockaddr_in*>(&addr)->sin_port);
+    } else if (addr.ss_family == AF_INET6) {
+      local_port = ntohs(reinterpret_cast<const sockaddr_in6*>(&addr)->sin6_port);
+    }
+    if (local_port != port) continue;
+    len = sizeof(addr);
+    // The listening socket has no peer.
+    if (::getpeername(static_cast<int>(fd), reinterpret_cast<sockaddr*>(&addr), &len) != 0) continue;
+    ::shutdown(static_cast<int>(fd), SHUT_RD);
+  }
+  ::closedir(dir);
 }
 
 std::string_view LastSegment(std::string_view path) {
@@ -43,6 +85,13 @@ void HttpServer::Install() {
   const int threads = options_.threads;
   s.new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
   s.set_tcp_nodelay(true);
+  // cpp-httplib's default socket options set SO_REUSEPORT, with which a second berth (or anything
+  // else) binds the same port without an error and the kernel splits kube-scheduler's
+  // connections between the two. SO_REUSEADDR alone still allows a quick restart.
+  s.set_socket_options([](socket_t sock) {
+    const int yes = 1;
+    ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
+  });
   s.set_keep_alive_max_count(std::numeric_limits<size_t>::max());
   s.set_keep_alive_timeout(options_.keep_alive_seconds);
   s.set_read_timeout(options_.read_timeout_seconds, 0);
@@ -56,7 +105,7 @@ void HttpServer::Install() {
     const bool verb = IsVerbPath(path);
     std::string body;
     bool too_big = false;
-    reader([&](const char* data, size_t n) {
+    const bool read = reader([&](const char* data, size_t n) {
       if (body.size() + n > max_body) {
         too_big = true;
         return false;
@@ -64,9 +113,17 @@ void HttpServer::Install() {
       body.append(data, n);
       return true;
     });
-    if (too_big) {
+    // A Content-Length over the limit never reaches the receiver: cpp-httplib skips the body
+    // and sets 413 itself.
+    if (too_big || (!read && res.status == 413)) {
       const std::string msg = StrCat("request body exceeds the limit of ", max_body, " bytes");
       Send(res, verb ? VerbErrorReply(413, msg) : ErrorReply(413, msg));
+      res.set_header("Connection", "close");
+      return;
+    }
+    if (!read) {
+      const std::string msg = "request body incomplete or malformed (truncated, or bad chunked encoding)";
+      Send(res, verb ? VerbErrorReply(400, msg) : ErrorReply(400, msg));
       res.set_header("Connection", "close");
       return;
     }
@@ -89,8 +146,8 @@ void HttpServer::Install() {
   s.Get(R"(/.*)", [this](const httplib::Request& req, httplib::Response& res) {
     const std::string_view path = req.path;
     const bool text = req.get_param_value("format") == "text";
-    if (path == "/healthz") return Send(res, service_->Healthz());
-    if (path == "/readyz") return Send(res, service_->Readyz());
+    if (path == "/healthz") return Send(res, service_->Healthz(text));
+    if (path == "/readyz") return Send(res, service_->Readyz(text));
     if (path == "/version") return Send(res, service_->Version(text));
     if (path == "/debug/nodes") return Send(res, service_->DebugNodes(text));
     if (path == "/debug/pods") {
@@ -145,14 +202,20 @@ absl::StatusOr<int> HttpServer::Bind(const std::string& host, int port) {
     return absl::UnavailableError(StrCat("cannot listen on ", host, ":", port,
                                          " (address in use or not available)"));
   }
+  port_ = bound;
   return bound;
 }
 
-void HttpServer::Run() { server_->listen_after_bind(); }
+void HttpServer::Run() {
+  running_ = true;
+  server_->listen_after_bind();
+  running_ = false;
+}
 
 absl::StatusOr<int> HttpServer::Start(const std::string& host, int port) {
   absl::StatusOr<int> bound = Bind(host, port);
   if (!bound.ok()) return bound;
+  running_ = true;  // before the thread starts, so a Stop() right away waits for it
   thread_ = std::thread([this] { Run(); });
   // listen_after_bind sets is_running before it accepts; wait for it so callers can connect.
   for (int i = 0; i < 2000 && !server_->is_running(); ++i) {
@@ -163,6 +226,12 @@ absl::StatusOr<int> HttpServer::Start(const std::string& host, int port) {
 
 void HttpServer::Stop() {
   server_->stop();
+  // Run() returns once every connection's worker is done; wake idle ones until it has (a
+  // connection accepted just before stop() may show up after a first pass).
+  while (running_.load()) {
+    ShutdownAcceptedConnections(port_);
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
   if (thread_.joinable()) thread_.join();
 }
 

@@ -1,5 +1,6 @@
 #pragma once
 
+#include <atomic>
 #include <functional>
 #include <map>
 #include <string_view>
@@ -56,7 +57,9 @@ class HttpServer {
   void Run();
   /// Bind, then Run on a background thread. \return the bound port.
   absl::StatusOr<int> Start(const std::string& host, int port);
-  /// Stops serving and joins the background thread, if any. Idempotent.
+  /// Stops serving: closes the listening socket, ends idle kept-alive connections, lets requests
+  /// in progress finish, and waits until Run() has returned (joining the background thread, if
+  /// any). Idempotent; callable from any thread but a request handler.
   void Stop();
 
   /// The underlying server, for benchmarks that add a do-nothing route beside the real ones.
@@ -69,6 +72,8 @@ class HttpServer {
   HttpServerOptions options_;
   std::unique_ptr<httplib::Server> server_;
   std::thread thread_;
+  int port_ = 0;                     ///< the bound port, once Bind() succeeded
+  std::atomic<bool> running_{false};  ///< Run() has not returned yet
 };
 
 }  // namespace berth::extender

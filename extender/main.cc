@@ -2,6 +2,7 @@
 
 #include <signal.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <iostream>
 #include <string>
@@ -10,7 +11,10 @@
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
+#include "absl/flags/reflection.h"
 #include "absl/flags/usage.h"
+#include "absl/flags/usage_config.h"
+#include "absl/strings/match.h"
 #include "core/clock.h"
 #include "core/cluster_model.h"
 #include "core/strings.h"
@@ -38,8 +42,9 @@ ABSL_FLAG(std::string, log_format, "text", "text, or json for one JSON object pe
 namespace berth::extender {
 namespace {
 
+// absl prints "berth: " before this in --help.
 constexpr char kUsage[] =
-    "berth: a Kubernetes scheduler extender for batch and AI training work.\n\n"
+    "a Kubernetes scheduler extender for batch and AI training work.\n\n"
     "usage:\n"
     "  berth serve [--listen 127.0.0.1:8888] [--config FILE]\n"
     "              [--cluster FILE | --kubeconfig FILE | --in-cluster]\n"
@@ -51,6 +56,31 @@ constexpr char kUsage[] =
 int Fail(std::string_view message) {
   std::cerr << "berth: " << message << "\n";
   return 2;
+}
+
+// absl spells flags with underscores (--log_format); SPEC 2 and the usage text spell them with
+// dashes (--log-format), as kube-scheduler's own flags are. Both are accepted: the name of each
+// flag argument that names a berth flag once its dashes are underscores is rewritten. Values
+// and unknown flags are left alone (absl then reports an unknown flag as it was written).
+std::vector<std::string> UnderscoreFlagNames(int argc, char** argv) {
+  std::vector<std::string> args(argv, argv + argc);
+  for (size_t i = 1; i < args.size(); ++i) {
+    std::string& a = args[i];
+    if (a == "--") break;
+    if (a.size() < 2 || a[0] != '-') continue;
+    const size_t start = a[1] == '-' ? 2 : 1;
+    const size_t end = std::min(a.find('='), a.size());
+    std::string name = a.substr(start, end - start);
+    std::replace(name.begin(), name.end(), '-', '_');
+    std::string flag = name;
+    if (absl::FindCommandLineFlag(flag) == nullptr && absl::StartsWith(name, "no")) {
+      flag = name.substr(absl::StartsWith(name, "no_") ? 3 : 2);  // --no-in-cluster
+      name = "no" + flag;
+    }
+    if (absl::FindCommandLineFlag(flag) == nullptr) continue;
+    a = a.substr(0, start) + name + a.substr(end);
+  }
+  return args;
 }
 
 bool ParseListen(const std::string& listen, std::string* host, int* port) {
@@ -184,9 +214,23 @@ int Serve() {
 
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(berth::extender::kUsage);
-  std::vector<char*> args = absl::ParseCommandLine(argc, argv);
+  // --help lists the flags of this file (absl's default looks for berth.cc or berth_main.cc).
+  absl::FlagsUsageConfig usage;
+  usage.contains_help_flags = [](absl::string_view file) { return absl::EndsWith(file, "main.cc"); };
+  usage.contains_helpshort_flags = usage.contains_help_flags;
+  usage.version_string = [] {
+    return berth::StrCat("berth ", berth::extender::kVersion, " (commit ",
+                         berth::extender::kGitCommit, ", ", berth::extender::kBuildType, ")\n");
+  };
+  absl::SetFlagsUsageConfig(usage);
+  std::vector<std::string> argv_storage = berth::extender::UnderscoreFlagNames(argc, argv);
+  std::vector<char*> argv_underscored;
+  for (std::string& a : argv_storage) argv_underscored.push_back(a.data());
+  std::vector<char*> args =
+      absl::ParseCommandLine(static_cast<int>(argv_underscored.size()), argv_underscored.data());
   if (args.size() < 2) {
-    std::cerr << berth::extender::kUsage << "\n";
+    std::cerr << "berth: no command given (expected serve or version)\n\n"
+              << berth::extender::kUsage << "\n";
     return 2;
   }
   const std::string command = args[1];

@@ -288,10 +288,18 @@ absl::StatusOr<size_t> Service::LoadList(std::string_view json, std::string_view
   return events->size();
 }
 
-Reply Service::Healthz() const { return Reply{.body = "{\"status\":\"ok\"}\n"}; }
+Reply Service::Healthz(bool text) const {
+  if (text) return TextReply("ok\n");
+  return Reply{.body = "{\"status\":\"ok\"}\n"};
+}
 
-Reply Service::Readyz() const {
-  if (!ready_.load()) return ErrorReply(503, "not ready: the model has not synced yet");
+Reply Service::Readyz(bool text) const {
+  constexpr std::string_view kNotReady = "not ready: the model has not synced yet";
+  if (!ready_.load()) {
+    if (text) return Reply{.status = 503, .body = StrCat(kNotReady, "\n"), .content_type = "text/plain; charset=utf-8"};
+    return ErrorReply(503, kNotReady);
+  }
+  if (text) return TextReply("ready\n");
   return Reply{.body = "{\"ready\":true}\n"};
 }
 

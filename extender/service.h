@@ -80,8 +80,10 @@ class Service {
   Reply Events(std::string_view body);
 
   // Operations endpoints (SPEC 3.2).
-  Reply Healthz() const;
-  Reply Readyz() const;
+  /// Liveness and readiness; `text` answers one plain line ("ok", "ready"), as Kubernetes'
+  /// own probes do.
+  Reply Healthz(bool text = false) const;
+  Reply Readyz(bool text = false) const;
   Reply Version(bool text) const;
   Reply DebugNodes(bool text) const;
   Reply DebugPods(bool text, bool all) const;

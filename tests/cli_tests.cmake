@@ -1,0 +1,102 @@
+# Command-line behaviour of the real `berth` binary (SPEC 2). Included from tests/CMakeLists.txt.
+#
+# Each failure case is two tests: `.exit` requires a non-zero exit status (WILL_FAIL) and
+# `.message` requires the clear message (PASS_REGULAR_EXPRESSION, which ignores the status) and
+# forbids a crash, a started server, and (for ONE_LINE cases) more than one line of output.
+# Serve cases pass --listen 127.0.0.1:0 so that a regression that starts serving neither takes
+# a fixed port nor hangs the run (TIMEOUT).
+
+set(BERTH_CLI_DATA ${CMAKE_CURRENT_LIST_DIR}/cli)
+
+# Output that must never appear when berth refuses to start.
+set(BERTH_CLI_NEVER "listening on|terminate called|Aborted|Segmentation|Traceback|stack trace")
+
+# berth_cli_fails(NAME REGEX [ONE_LINE] ARGS ...)
+function(berth_cli_fails name regex)
+  cmake_parse_arguments(PARSE_ARGV 2 ARG "ONE_LINE" "" "ARGS")
+  set(never "${BERTH_CLI_NEVER}")
+  if(ARG_ONE_LINE)
+    # Two non-empty lines: a character, a newline, a character.
+    string(APPEND never "|[^\n]\n+[^\n]")
+  endif()
+  add_test(NAME cli.${name}.exit COMMAND berth ${ARG_ARGS})
+  set_tests_properties(cli.${name}.exit PROPERTIES WILL_FAIL TRUE TIMEOUT 10 LABELS cli)
+  add_test(NAME cli.${name}.message COMMAND berth ${ARG_ARGS})
+  set_tests_properties(cli.${name}.message PROPERTIES
+    PASS_REGULAR_EXPRESSION "${regex}"
+    FAIL_REGULAR_EXPRESSION "${never}"
+    TIMEOUT 10 LABELS cli)
+endfunction()
+
+# ---- commands ------------------------------------------------------------------------------------
+
+add_test(NAME cli.version COMMAND berth version)
+set_tests_properties(cli.version PROPERTIES
+  PASS_REGULAR_EXPRESSION "^berth ${PROJECT_VERSION} \\(commit [^,]+, [A-Za-z]+\\)\n$"
+  TIMEOUT 10 LABELS cli)
+add_test(NAME cli.version.exit COMMAND berth version)
+set_tests_properties(cli.version.exit PROPERTIES TIMEOUT 10 LABELS cli)
+
+add_test(NAME cli.version-flag COMMAND berth --version)
+set_tests_properties(cli.version-flag PROPERTIES
+  PASS_REGULAR_EXPRESSION "^berth ${PROJECT_VERSION} " TIMEOUT 10 LABELS cli)
+
+berth_cli_fails(no-command "^berth: no command given \\(expected serve or version\\)\n")
+berth_cli_fails(unknown-command "^berth: unknown command \"bogus\" \\(expected serve or version\\)\n$"
+  ONE_LINE ARGS bogus)
+berth_cli_fails(extra-argument "unexpected argument \"extra\" after version" ONE_LINE
+  ARGS version extra)
+
+# ---- serve: flags ----------------------------------------------------------------------------------
+
+berth_cli_fails(serve.unknown-flag "bogus-flag" ONE_LINE
+  ARGS serve --listen 127.0.0.1:0 --bogus-flag)
+berth_cli_fails(serve.listen-nonsense
+  "^berth: --listen: expected HOST:PORT such as 127\\.0\\.0\\.1:8888, got \"nonsense\"\n$" ONE_LINE
+  ARGS serve --listen nonsense)
+berth_cli_fails(serve.listen-port-range "^berth: --listen: .*got \"127\\.0\\.0\\.1:99999\"\n$" ONE_LINE
+  ARGS serve --listen 127.0.0.1:99999)
+berth_cli_fails(serve.log-format "^berth: --log-format: expected text or json, got \"xml\"\n$" ONE_LINE
+  ARGS serve --listen 127.0.0.1:0 --log-format xml)
+berth_cli_fails(serve.log-format-equals "^berth: --log-format: expected text or json, got \"xml\"\n$"
+  ONE_LINE ARGS serve --listen 127.0.0.1:0 --log-format=xml)
+berth_cli_fails(serve.log-level "^berth: --log-level: expected trace, debug, info, warn, error or off, got \"loud\"\n$"
+  ONE_LINE ARGS serve --listen 127.0.0.1:0 --log-level loud)
+berth_cli_fails(serve.kubeconfig-and-cluster "--cluster cannot be combined with --kubeconfig" ONE_LINE
+  ARGS serve --listen 127.0.0.1:0 --cluster ${BERTH_CLI_DATA}/cluster-bad-quantity.json
+       --kubeconfig /nonexistent/kubeconfig)
+
+# ---- serve: files --------------------------------------------------------------------------------
+
+berth_cli_fails(serve.cluster-missing "^berth: /nonexistent/cluster\\.json: cannot open: No such file or directory\n$"
+  ONE_LINE ARGS serve --listen 127.0.0.1:0 --cluster /nonexistent/cluster.json)
+berth_cli_fails(serve.cluster-invalid-json
+  "^berth: [^\n]*/cluster-invalid-json\\.json: invalid JSON at line 5, column [0-9]+: [^\n]+\n$"
+  ONE_LINE ARGS serve --listen 127.0.0.1:0 --cluster ${BERTH_CLI_DATA}/cluster-invalid-json.json)
+berth_cli_fails(serve.cluster-bad-quantity
+  "^berth: [^\n]*/cluster-bad-quantity\\.json: items\\[1\\]\\.status\\.allocatable\\.memory: invalid quantity \"32 gigs\"[^\n]*\n$"
+  ONE_LINE ARGS serve --listen 127.0.0.1:0 --cluster ${BERTH_CLI_DATA}/cluster-bad-quantity.json)
+berth_cli_fails(serve.config-missing "^berth: /nonexistent/berth\\.json: cannot open: [^\n]+\n$" ONE_LINE
+  ARGS serve --listen 127.0.0.1:0 --config /nonexistent/berth.json)
+berth_cli_fails(serve.config-unknown-field
+  "^berth: [^\n]*/config-unknown-field\\.json: maxRequestByte: unknown field \\(known: [^\n]*maxRequestBytes"
+  ONE_LINE ARGS serve --listen 127.0.0.1:0 --config ${BERTH_CLI_DATA}/config-unknown-field.json)
+berth_cli_fails(serve.config-invalid-json "^berth: [^\n]*/cluster-invalid-json\\.json: invalid JSON at line 5, column"
+  ONE_LINE ARGS serve --listen 127.0.0.1:0 --config ${BERTH_CLI_DATA}/cluster-invalid-json.json)
+
+# ---- serve: --help lists every flag with its default (absl spells them with underscores) ---------
+
+add_test(NAME cli.serve.help COMMAND berth serve --help)
+set_tests_properties(cli.serve.help PROPERTIES
+  PASS_REGULAR_EXPRESSION
+    "--cluster .*default: \"\";.*--config .*default: \"\";.*--in_cluster .*default: false;.*--kubeconfig .*default: \"\";.*--listen .*default: \"127\\.0\\.0\\.1:8888\";.*--log_format .*default: \"text\";.*--log_level .*default: \"info\";.*--scheduler_name .*default: \"\";"
+  FAIL_REGULAR_EXPRESSION "No flags matched"
+  TIMEOUT 10 LABELS cli)
+
+# ---- serve: the happy path, SIGTERM, and the snapshot round trip (bash, curl) ----------------------
+
+add_test(NAME cli.serve.round-trip COMMAND bash ${BERTH_CLI_DATA}/serve_test.sh $<TARGET_FILE:berth>)
+set_tests_properties(cli.serve.round-trip PROPERTIES
+  FAIL_REGULAR_EXPRESSION "FAIL: "
+  SKIP_RETURN_CODE 77
+  TIMEOUT 60 LABELS cli)
