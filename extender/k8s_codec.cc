@@ -3,6 +3,7 @@
 #include <charconv>
 
 #include "core/strings.h"
+#include "absl/container/inlined_vector.h"
 #include "absl/time/time.h"
 #include "core/quantity.h"
 
@@ -127,17 +128,23 @@ absl::StatusOr<core::ResourceVector> ContainerRequests(simdjson::dom::object con
 absl::StatusOr<core::ResourceVector> DecodeResourceList(simdjson::dom::object obj,
                                                         core::ResourceNames& names,
                                                         const JsonPath& path) {
-  core::ResourceVector out;
+  // Every quantity is checked before any name is interned: the name table is shared and
+  // append-only (capped at ResourceNames::kMaxResources), so a refused list must not add names.
+  absl::InlinedVector<std::pair<std::string_view, core::Quantity>, 8> parsed;
   for (auto [key, value] : obj) {
     const JsonPath here = path.Field(key);
-    absl::StatusOr<core::ResourceId> id = names.Intern(key);
-    if (!id.ok()) return FieldError(here, ToStd(id.status().message()));
     absl::StatusOr<core::Quantity> q = QuantityOf(value, here);
     if (!q.ok()) return q.status();
     if (q->IsNegative()) {
       return FieldError(here, StrCat("must not be negative, got ", q->DebugString()));
     }
-    out.Set(*id, names.Scale(*id) == core::ResourceScale::kMilli ? q->MilliValue() : q->Value());
+    parsed.emplace_back(key, *q);
+  }
+  core::ResourceVector out;
+  for (const auto& [key, q] : parsed) {
+    absl::StatusOr<core::ResourceId> id = names.Intern(key);
+    if (!id.ok()) return FieldError(path.Field(key), ToStd(id.status().message()));
+    out.Set(*id, names.Scale(*id) == core::ResourceScale::kMilli ? q.MilliValue() : q.Value());
   }
   return out;
 }
@@ -444,7 +451,8 @@ absl::StatusOr<std::vector<core::ModelEvent>> DecodeList(simdjson::dom::element 
 
 nlohmann::json EncodeTime(absl::Time t) {
   if (t == absl::InfinitePast()) return nullptr;
-  return absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", t, absl::UTCTimeZone());
+  // %E*S keeps a fractional second (decoded times may carry one) and prints none when whole.
+  return absl::FormatTime("%Y-%m-%dT%H:%M:%E*SZ", t, absl::UTCTimeZone());
 }
 
 nlohmann::json EncodeResourceList(const core::ResourceVector& v, const core::ResourceNames& names) {
