@@ -88,6 +88,25 @@ absl::StatusOr<std::string_view> RequiredName(simdjson::dom::object meta, const 
   return **name;
 }
 
+// metadata.name (required) and metadata.creationTimestamp, common to every object kind.
+struct ObjectMeta {
+  simdjson::dom::object meta;
+  std::string_view name;
+  absl::Time creation;
+};
+
+absl::StatusOr<ObjectMeta> DecodeObjectMeta(simdjson::dom::object obj, const JsonPath& path,
+                                            const JsonPath& mpath) {
+  absl::StatusOr<std::optional<simdjson::dom::object>> meta = OptionalObject(obj, "metadata", path);
+  if (!meta.ok()) return meta.status();
+  if (!meta->has_value()) return FieldError(mpath, "required: expected an object");
+  absl::StatusOr<std::string_view> name = RequiredName(**meta, mpath);
+  if (!name.ok()) return name.status();
+  absl::StatusOr<absl::Time> created = OptionalTime(**meta, "creationTimestamp", mpath);
+  if (!created.ok()) return created.status();
+  return ObjectMeta{**meta, *name, *created};
+}
+
 // Requests of one container: `resources.requests`, with limits defaulting missing requests.
 absl::StatusOr<core::ResourceVector> ContainerRequests(simdjson::dom::object container,
                                                        core::ResourceNames& names,
@@ -152,34 +171,29 @@ absl::StatusOr<core::ResourceVector> DecodeResourceList(simdjson::dom::object ob
 absl::StatusOr<core::Pod> DecodePod(simdjson::dom::object obj, core::ResourceNames& names,
                                     const JsonPath& path) {
   core::Pod pod;
-  absl::StatusOr<std::optional<simdjson::dom::object>> meta = OptionalObject(obj, "metadata", path);
-  if (!meta.ok()) return meta.status();
-  if (!meta->has_value()) return FieldError(path.Field("metadata"), "required: expected an object");
   const JsonPath mpath = path.Field("metadata");
-  absl::StatusOr<std::string_view> name = RequiredName(**meta, mpath);
-  if (!name.ok()) return name.status();
-  pod.name = std::string(*name);
-  absl::StatusOr<std::optional<std::string_view>> ns = OptionalString(**meta, "namespace", mpath);
+  absl::StatusOr<ObjectMeta> meta = DecodeObjectMeta(obj, path, mpath);
+  if (!meta.ok()) return meta.status();
+  pod.name = std::string(meta->name);
+  pod.creation = meta->creation;
+  absl::StatusOr<std::optional<std::string_view>> ns = OptionalString(meta->meta, "namespace", mpath);
   if (!ns.ok()) return ns.status();
   pod.ns = ns->has_value() && !(*ns)->empty() ? std::string(**ns) : "default";
   if (pod.ns.size() > kMaxNameLength) return FieldError(mpath.Field("namespace"), "too long");
-  absl::StatusOr<std::optional<std::string_view>> uid = OptionalString(**meta, "uid", mpath);
+  absl::StatusOr<std::optional<std::string_view>> uid = OptionalString(meta->meta, "uid", mpath);
   if (!uid.ok()) return uid.status();
   if (uid->has_value() && (*uid)->size() > kMaxNameLength) {
     return FieldError(mpath.Field("uid"), "too long");
   }
   pod.uid = uid->has_value() && !(*uid)->empty() ? std::string(**uid)
                                                  : StrCat("generated:", pod.ns, "/", pod.name);
-  absl::StatusOr<absl::Time> created = OptionalTime(**meta, "creationTimestamp", mpath);
-  if (!created.ok()) return created.status();
-  pod.creation = *created;
-  pod.terminating = OptionalField(**meta, "deletionTimestamp").has_value();
-  if (absl::Status s = DecodeStringMap(**meta, "labels", mpath, &pod.labels, core::IsBerthKey);
+  pod.terminating = OptionalField(meta->meta, "deletionTimestamp").has_value();
+  if (absl::Status s = DecodeStringMap(meta->meta, "labels", mpath, &pod.labels, core::IsBerthKey);
       !s.ok()) {
     return s;
   }
   if (absl::Status s =
-          DecodeStringMap(**meta, "annotations", mpath, &pod.annotations, core::IsBerthKey);
+          DecodeStringMap(meta->meta, "annotations", mpath, &pod.annotations, core::IsBerthKey);
       !s.ok()) {
     return s;
   }
@@ -277,17 +291,12 @@ absl::StatusOr<core::Pod> DecodePod(simdjson::dom::object obj, core::ResourceNam
 absl::StatusOr<core::Node> DecodeNode(simdjson::dom::object obj, core::ResourceNames& names,
                                       const JsonPath& path) {
   core::Node node;
-  absl::StatusOr<std::optional<simdjson::dom::object>> meta = OptionalObject(obj, "metadata", path);
-  if (!meta.ok()) return meta.status();
-  if (!meta->has_value()) return FieldError(path.Field("metadata"), "required: expected an object");
   const JsonPath mpath = path.Field("metadata");
-  absl::StatusOr<std::string_view> name = RequiredName(**meta, mpath);
-  if (!name.ok()) return name.status();
-  node.name = std::string(*name);
-  absl::StatusOr<absl::Time> created = OptionalTime(**meta, "creationTimestamp", mpath);
-  if (!created.ok()) return created.status();
-  node.creation = *created;
-  if (absl::Status s = DecodeStringMap(**meta, "labels", mpath, &node.labels,
+  absl::StatusOr<ObjectMeta> meta = DecodeObjectMeta(obj, path, mpath);
+  if (!meta.ok()) return meta.status();
+  node.name = std::string(meta->name);
+  node.creation = meta->creation;
+  if (absl::Status s = DecodeStringMap(meta->meta, "labels", mpath, &node.labels,
                                        [](std::string_view) { return true; });
       !s.ok()) {
     return s;

@@ -73,6 +73,29 @@ std::string FormatPair(const core::ResourceNames& names, core::ResourceId id, in
   return StrCat(core::FormatAmount(names, id, free), "/", core::FormatAmount(names, id, alloc));
 }
 
+// Present nodes sorted by name, and live pods sorted by namespace/name: the debug endpoints
+// print in a stable order.
+std::vector<const core::NodeState*> SortedNodes(const core::ClusterState& state) {
+  std::vector<const core::NodeState*> nodes;
+  nodes.reserve(state.node_count());
+  state.ForEachNode([&](core::NodeSlot, const core::NodeState& n) { nodes.push_back(&n); });
+  std::sort(nodes.begin(), nodes.end(),
+            [](const auto* a, const auto* b) { return a->node.name < b->node.name; });
+  return nodes;
+}
+
+template <class Keep>
+std::vector<const core::PodState*> SortedPods(const core::ClusterState& state, Keep keep) {
+  std::vector<const core::PodState*> pods;
+  state.ForEachPod([&](core::PodSlot, const core::PodState& p) {
+    if (keep(p)) pods.push_back(&p);
+  });
+  std::sort(pods.begin(), pods.end(), [](const auto* a, const auto* b) {
+    return std::tie(a->pod.ns, a->pod.name) < std::tie(b->pod.ns, b->pod.name);
+  });
+  return pods;
+}
+
 }  // namespace
 
 absl::Status LocalBinder::Bind(const core::Pod& pod, std::string_view node) {
@@ -325,10 +348,7 @@ std::vector<std::string> Service::TopologyPath(const core::Node& node) const {
 Reply Service::DebugNodes(bool text) const {
   auto view = model_->Read();
   const core::ResourceNames& names = view->resources();
-  std::vector<const core::NodeState*> nodes;
-  view->ForEachNode([&](core::NodeSlot, const core::NodeState& n) { nodes.push_back(&n); });
-  std::sort(nodes.begin(), nodes.end(),
-            [](const auto* a, const auto* b) { return a->node.name < b->node.name; });
+  const std::vector<const core::NodeState*> nodes = SortedNodes(*view);
   if (text) {
     TextTable t({"NODE", "POOL", "TOPOLOGY", "CPU FREE/ALLOC", "MEMORY FREE/ALLOC",
                  "GPU FREE/ALLOC", "PODS FREE/ALLOC", "IN-FLIGHT"});
@@ -366,12 +386,8 @@ Reply Service::DebugNodes(bool text) const {
 Reply Service::DebugPods(bool text, bool all) const {
   auto view = model_->Read();
   const core::ResourceNames& names = view->resources();
-  std::vector<const core::PodState*> pods;
-  view->ForEachPod([&](core::PodSlot, const core::PodState& p) {
-    if (all || p.pod.scheduler_name == options_.scheduler_name) pods.push_back(&p);
-  });
-  std::sort(pods.begin(), pods.end(), [](const auto* a, const auto* b) {
-    return std::tie(a->pod.ns, a->pod.name) < std::tie(b->pod.ns, b->pod.name);
+  const std::vector<const core::PodState*> pods = SortedPods(*view, [&](const core::PodState& p) {
+    return all || p.pod.scheduler_name == options_.scheduler_name;
   });
   const absl::Time now = clock_->Now();
   struct Row {
@@ -435,15 +451,9 @@ Reply Service::DebugPods(bool text, bool all) const {
 Reply Service::DebugSnapshot(bool text) const {
   auto view = model_->Read();
   const core::ResourceNames& names = view->resources();
-  std::vector<const core::NodeState*> nodes;
-  view->ForEachNode([&](core::NodeSlot, const core::NodeState& n) { nodes.push_back(&n); });
-  std::sort(nodes.begin(), nodes.end(),
-            [](const auto* a, const auto* b) { return a->node.name < b->node.name; });
-  std::vector<const core::PodState*> pods;
-  view->ForEachPod([&](core::PodSlot, const core::PodState& p) { pods.push_back(&p); });
-  std::sort(pods.begin(), pods.end(), [](const auto* a, const auto* b) {
-    return std::tie(a->pod.ns, a->pod.name) < std::tie(b->pod.ns, b->pod.name);
-  });
+  const std::vector<const core::NodeState*> nodes = SortedNodes(*view);
+  const std::vector<const core::PodState*> pods =
+      SortedPods(*view, [](const core::PodState&) { return true; });
   if (text) {
     TextTable t({"KIND", "NAMESPACE", "NAME", "NODE", "PHASE"});
     for (const auto* n : nodes) t.AddRow({"Node", "-", n->node.name, "-", "-"});
