@@ -1,5 +1,8 @@
 #include "policy/fit/resource_fit.h"
 
+#include <algorithm>
+#include <vector>
+
 #include "core/strings.h"
 #include "core/checked_math.h"
 
@@ -53,10 +56,13 @@ NodeVerdict ResourceFitFilter::Filter(const CycleContext& ctx, const core::NodeS
 bool ResourceFitPreempt::Review(const CycleContext& ctx, const core::NodeState& node,
                                 NodeVictims* proposal, NodeVerdict* why) const {
   core::ResourceVector free = node.Free();
+  std::vector<const core::PodState*> counted;  // a victim listed twice frees its room once
   for (const Victim& v : proposal->victims) {
     // Only pods berth counts on this node free room in berth's accounting.
     if (v.known != nullptr && v.known->counted_on != core::kNoNode &&
-        &ctx.state.node(v.known->counted_on) == &node) {
+        &ctx.state.node(v.known->counted_on) == &node &&
+        std::find(counted.begin(), counted.end(), v.known) == counted.end()) {
+      counted.push_back(v.known);
       free.Add(v.known->pod.request);
     }
   }

@@ -1,0 +1,415 @@
+#include "core/resources.h"
+
+#include <atomic>
+#include <catch2/catch.hpp>
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "core/checked_math.h"
+#include "core/strings.h"
+
+namespace berth::core {
+namespace {
+
+constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+constexpr int64_t kMin = std::numeric_limits<int64_t>::min();
+constexpr int64_t kGi = int64_t{1} << 30;
+
+ResourceId MustIntern(ResourceNames& names, std::string_view name) {
+  absl::StatusOr<ResourceId> id = names.Intern(name);
+  INFO("name: " << std::string(name) << " status: " << id.status().ToString());
+  REQUIRE(id.ok());
+  return *id;
+}
+
+// ---- ResourceNames ------------------------------------------------------------------------
+
+TEST_CASE("ResourceNames pins the well-known resources at fixed ids", "[resources]") {
+  ResourceNames names;
+  CHECK(names.size() == 5);
+  CHECK(kNumWellKnownResources == 5);
+
+  CHECK(names.Name(kCpu) == "cpu");
+  CHECK(names.Name(kMemory) == "memory");
+  CHECK(names.Name(kEphemeralStorage) == "ephemeral-storage");
+  CHECK(names.Name(kPods) == "pods");
+  CHECK(names.Name(kNvidiaGpu) == "nvidia.com/gpu");
+
+  CHECK(names.Find("cpu") == std::optional<ResourceId>(0));
+  CHECK(names.Find("memory") == std::optional<ResourceId>(1));
+  CHECK(names.Find("ephemeral-storage") == std::optional<ResourceId>(2));
+  CHECK(names.Find("pods") == std::optional<ResourceId>(3));
+  CHECK(names.Find("nvidia.com/gpu") == std::optional<ResourceId>(4));
+
+  // Interning a well-known name gives its pinned id and adds nothing.
+  CHECK(MustIntern(names, "nvidia.com/gpu") == 4);
+  CHECK(MustIntern(names, "cpu") == 0);
+  CHECK(names.size() == 5);
+}
+
+TEST_CASE("ResourceNames interns new names with dense, stable ids", "[resources]") {
+  ResourceNames names;
+  CHECK_FALSE(names.Find("example.com/foo").has_value());
+
+  CHECK(MustIntern(names, "example.com/foo") == 5);
+  CHECK(MustIntern(names, "hugepages-2Mi") == 6);
+  CHECK(MustIntern(names, "example.com/foo") == 5);  // same name, same id
+  CHECK(names.size() == 7);
+
+  CHECK(names.Find("example.com/foo") == std::optional<ResourceId>(5));
+  CHECK(names.Find("hugepages-2Mi") == std::optional<ResourceId>(6));
+  CHECK(names.Name(5) == "example.com/foo");
+  CHECK(names.Name(6) == "hugepages-2Mi");
+  // Names are case-sensitive.
+  CHECK_FALSE(names.Find("CPU").has_value());
+  CHECK(MustIntern(names, "CPU") == 7);
+}
+
+TEST_CASE("ResourceNames: an unknown id has a placeholder name", "[resources]") {
+  ResourceNames names;
+  CHECK(names.Name(5) == "<unknown-resource>");
+  CHECK(names.Name(ResourceNames::kMaxResources) == "<unknown-resource>");
+  CHECK(names.Name(UINT16_MAX) == "<unknown-resource>");
+}
+
+TEST_CASE("ResourceNames: cpu is milli-scaled, everything else whole units", "[resources]") {
+  ResourceNames names;
+  const ResourceId foo = MustIntern(names, "example.com/foo");
+  CHECK(names.Scale(kCpu) == ResourceScale::kMilli);
+  CHECK(names.Scale(kMemory) == ResourceScale::kUnit);
+  CHECK(names.Scale(kEphemeralStorage) == ResourceScale::kUnit);
+  CHECK(names.Scale(kPods) == ResourceScale::kUnit);
+  CHECK(names.Scale(kNvidiaGpu) == ResourceScale::kUnit);
+  CHECK(names.Scale(foo) == ResourceScale::kUnit);
+}
+
+TEST_CASE("ResourceNames rejects invalid names", "[resources]") {
+  ResourceNames names;
+  const std::string too_long(254, 'a');
+  for (const std::string& bad : {std::string(""), std::string("a b"), std::string("tab\tname"),
+                                 std::string("new\nline"), std::string("cr\rname"),
+                                 std::string("quo\"te"), too_long}) {
+    INFO("name: \"" << bad << "\"");
+    absl::StatusOr<ResourceId> id = names.Intern(bad);
+    REQUIRE_FALSE(id.ok());
+    CHECK(id.status().code() == absl::StatusCode::kInvalidArgument);
+    CHECK_THAT(std::string(id.status().message()),
+               Catch::Matchers::StartsWith("invalid resource name \""));
+  }
+  CHECK(names.size() == 5);  // nothing was added
+
+  // The longest valid name is 253 characters.
+  const std::string longest(253, 'b');
+  CHECK(MustIntern(names, longest) == 5);
+  // The error quotes at most 64 characters of the bad name.
+  absl::StatusOr<ResourceId> id = names.Intern(too_long);
+  REQUIRE_FALSE(id.ok());
+  CHECK(std::string(id.status().message()) ==
+        StrCat("invalid resource name \"", std::string(64, 'a'), "\""));
+}
+
+TEST_CASE("ResourceNames is capped at kMaxResources with a clear error", "[resources]") {
+  ResourceNames names;
+  REQUIRE(ResourceNames::kMaxResources == 256);
+  for (size_t i = names.size(); i < ResourceNames::kMaxResources; ++i) {
+    const std::string name = StrCat("example.com/r", i);
+    REQUIRE(MustIntern(names, name) == i);
+  }
+  CHECK(names.size() == 256);
+  CHECK(names.Name(255) == "example.com/r255");
+
+  absl::StatusOr<ResourceId> over = names.Intern("example.com/one-too-many");
+  REQUIRE_FALSE(over.ok());
+  CHECK(over.status().code() == absl::StatusCode::kResourceExhausted);
+  CHECK(std::string(over.status().message()) ==
+        "too many distinct resource names (limit 256); refusing \"example.com/one-too-many\"");
+  CHECK(names.size() == 256);
+  CHECK_FALSE(names.Find("example.com/one-too-many").has_value());
+
+  // Names already known still resolve once the table is full.
+  CHECK(MustIntern(names, "example.com/r100") == 100);
+  CHECK(MustIntern(names, "cpu") == kCpu);
+}
+
+TEST_CASE("ResourceNames::Name is safe while other threads intern", "[resources][concurrency]") {
+  ResourceNames names;
+  constexpr int kWriters = 2;
+  constexpr int kPerWriter = 100;  // 5 + 2*100 < kMaxResources
+  std::atomic<bool> go{false};
+  std::atomic<int> writers_done{0};
+  std::atomic<int> bad{0};
+  std::atomic<int> passes{0};
+
+  std::vector<std::thread> threads;
+  for (int w = 0; w < kWriters; ++w) {
+    threads.emplace_back([&, w] {
+      while (!go.load()) std::this_thread::yield();
+      for (int i = 0; i < kPerWriter; ++i) {
+        absl::StatusOr<ResourceId> id = names.Intern(StrCat("example.com/w", w, "-", i));
+        if (!id.ok() || names.Name(*id) != StrCat("example.com/w", w, "-", i)) ++bad;
+      }
+      ++writers_done;
+    });
+  }
+  for (int r = 0; r < 2; ++r) {
+    threads.emplace_back([&] {
+      while (!go.load()) std::this_thread::yield();
+      for (int pass = 0; pass < 20 || writers_done.load() < kWriters; ++pass) {
+        ++passes;
+        const size_t n = names.size();
+        for (size_t id = 0; id < n; ++id) {
+          std::string_view name = names.Name(static_cast<ResourceId>(id));
+          // Every published id has its final name: never empty, never the placeholder.
+          if (name.empty() || name == "<unknown-resource>") ++bad;
+          if (id >= kNumWellKnownResources && name.substr(0, 13) != "example.com/w") ++bad;
+        }
+      }
+    });
+  }
+  go = true;
+  for (std::thread& t : threads) t.join();
+  CHECK(bad.load() == 0);
+  CHECK(passes.load() >= 40);
+  CHECK(names.size() == 5 + kWriters * kPerWriter);
+  // Every name got exactly one id, and Find agrees with Name.
+  for (size_t id = 0; id < names.size(); ++id) {
+    CHECK(names.Find(names.Name(static_cast<ResourceId>(id))) ==
+          std::optional<ResourceId>(static_cast<ResourceId>(id)));
+  }
+}
+
+// ---- ResourceVector -----------------------------------------------------------------------
+
+TEST_CASE("ResourceVector: absent entries are zero; Set and Get", "[resources]") {
+  ResourceVector v;
+  CHECK(v.size() == 0);
+  CHECK(v.IsZero());
+  CHECK(v.Get(kCpu) == 0);
+  CHECK(v.Get(200) == 0);
+
+  v.Set(kNvidiaGpu, 0);  // setting zero past the end stores nothing
+  CHECK(v.size() == 0);
+
+  v.Set(kMemory, 2 * kGi);
+  CHECK(v.size() == 2);
+  CHECK(v.Get(kMemory) == 2 * kGi);
+  CHECK(v.Get(kCpu) == 0);
+  CHECK_FALSE(v.IsZero());
+
+  v.Set(kNvidiaGpu, 8);
+  CHECK(v.size() == 5);
+  CHECK(v.Get(kNvidiaGpu) == 8);
+  v.Set(kNvidiaGpu, 3);  // overwrite
+  CHECK(v.Get(kNvidiaGpu) == 3);
+
+  v.Set(kNvidiaGpu, 0);
+  v.Set(kMemory, 0);
+  CHECK(v.IsZero());
+  CHECK(v.size() == 5);  // trailing zero slots remain
+}
+
+TEST_CASE("ResourceVector: Add, Sub and MaxWith work per resource", "[resources]") {
+  ResourceVector a;
+  a.Set(kCpu, 1500);
+  a.Set(kMemory, kGi);
+  ResourceVector b;
+  b.Set(kCpu, 500);
+  b.Set(kNvidiaGpu, 2);
+
+  SECTION("Add") {
+    a.Add(b);
+    CHECK(a.Get(kCpu) == 2000);
+    CHECK(a.Get(kMemory) == kGi);
+    CHECK(a.Get(kNvidiaGpu) == 2);
+    CHECK(a.size() == 5);
+  }
+  SECTION("Sub, going negative") {
+    a.Sub(b);
+    CHECK(a.Get(kCpu) == 1000);
+    CHECK(a.Get(kMemory) == kGi);
+    CHECK(a.Get(kNvidiaGpu) == -2);
+    CHECK(a.AnyNegative());
+  }
+  SECTION("Sub from a shorter vector") {
+    b.Sub(a);
+    CHECK(b.Get(kCpu) == -1000);
+    CHECK(b.Get(kMemory) == -kGi);
+    CHECK(b.Get(kNvidiaGpu) == 2);
+  }
+  SECTION("MaxWith") {
+    ResourceVector c;
+    c.Set(kCpu, 700);
+    c.Set(kMemory, 2 * kGi);
+    a.MaxWith(b);
+    CHECK(a.Get(kCpu) == 1500);
+    CHECK(a.Get(kMemory) == kGi);
+    CHECK(a.Get(kNvidiaGpu) == 2);
+    a.MaxWith(c);
+    CHECK(a.Get(kCpu) == 1500);
+    CHECK(a.Get(kMemory) == 2 * kGi);
+    CHECK(a.Get(kNvidiaGpu) == 2);
+  }
+  SECTION("MaxWith keeps a zero over a negative entry of the other") {
+    ResourceVector neg;
+    neg.Set(kCpu, -5);
+    ResourceVector zero;
+    zero.MaxWith(neg);
+    CHECK(zero.Get(kCpu) == 0);
+    CHECK_FALSE(zero.AnyNegative());
+  }
+  CHECK_FALSE(ResourceVector().AnyNegative());
+}
+
+TEST_CASE("ResourceVector arithmetic saturates at the int64 range", "[resources]") {
+  ResourceVector big;
+  big.Set(kCpu, kMax);
+  big.Set(kMemory, kMin);
+  ResourceVector one;
+  one.Set(kCpu, 1);
+  one.Set(kMemory, 1);
+
+  SECTION("Add past the top stays at the top") {
+    ResourceVector v = big;
+    v.Add(one);
+    CHECK(v.Get(kCpu) == kMax);
+    CHECK(v.Get(kMemory) == kMin + 1);
+    v.Add(big);
+    CHECK(v.Get(kCpu) == kMax);
+    CHECK(v.Get(kMemory) == kMin);  // (kMin + 1) + kMin saturates low
+  }
+  SECTION("Sub past the bottom stays at the bottom") {
+    ResourceVector v = big;
+    v.Sub(one);
+    CHECK(v.Get(kCpu) == kMax - 1);
+    CHECK(v.Get(kMemory) == kMin);
+  }
+  SECTION("0 - INT64_MIN saturates to INT64_MAX") {
+    ResourceVector zero;
+    ResourceVector min;
+    min.Set(kCpu, kMin);
+    zero.Sub(min);
+    CHECK(zero.Get(kCpu) == kMax);
+  }
+  SECTION("an unbounded amount minus a usage stays huge instead of wrapping") {
+    ResourceVector free;
+    free.Set(kNvidiaGpu, kMax);
+    ResourceVector used;
+    used.Set(kNvidiaGpu, -3);  // a negative entry must not wrap the sum to negative
+    free.Sub(used);
+    CHECK(free.Get(kNvidiaGpu) == kMax);
+    CHECK_FALSE(free.AnyNegative());
+  }
+}
+
+TEST_CASE("ResourceVector equality ignores trailing zeros", "[resources]") {
+  ResourceVector a;
+  a.Set(kCpu, 100);
+  ResourceVector b;
+  b.Set(kCpu, 100);
+  b.Set(kNvidiaGpu, 7);
+  b.Set(kNvidiaGpu, 0);
+  REQUIRE(a.size() == 1);
+  REQUIRE(b.size() == 5);
+  CHECK(a == b);
+  CHECK(b == a);
+
+  b.Set(kMemory, 1);
+  CHECK_FALSE(a == b);
+  CHECK_FALSE(b == a);
+
+  ResourceVector c;
+  c.Set(kCpu, 99);
+  CHECK_FALSE(a == c);
+
+  ResourceVector empty;
+  ResourceVector zeros;
+  zeros.Set(kPods, 1);
+  zeros.Set(kPods, 0);
+  CHECK(empty == zeros);
+}
+
+TEST_CASE("ResourceVector::DebugString prints non-zero entries in Kubernetes units",
+          "[resources]") {
+  ResourceNames names;
+  const ResourceId foo = MustIntern(names, "example.com/foo");
+
+  CHECK(ResourceVector().DebugString(names) == "none");
+
+  ResourceVector v;
+  v.Set(kCpu, 500);
+  v.Set(kMemory, kGi);
+  v.Set(kNvidiaGpu, 2);
+  CHECK(v.DebugString(names) == "cpu=500m memory=1Gi nvidia.com/gpu=2");
+
+  ResourceVector w;
+  w.Set(kCpu, 2000);
+  w.Set(kEphemeralStorage, 1000);
+  w.Set(kPods, 1);
+  w.Set(foo, 3);
+  CHECK(w.DebugString(names) == "cpu=2 ephemeral-storage=1000 pods=1 example.com/foo=3");
+
+  ResourceVector z;
+  z.Set(kNvidiaGpu, 1);
+  z.Set(kNvidiaGpu, 0);
+  CHECK(z.DebugString(names) == "none");
+
+  CHECK(FormatAmount(names, kCpu, 1500) == "1500m");
+  CHECK(FormatAmount(names, kMemory, 64 * kGi) == "64Gi");
+  CHECK(FormatAmount(names, kNvidiaGpu, 8) == "8");
+}
+
+// ---- checked_math -------------------------------------------------------------------------
+
+TEST_CASE("Checked arithmetic reports overflow", "[checked_math]") {
+  int64_t out = 0;
+  CHECK(CheckedAdd(2, 3, &out));
+  CHECK(out == 5);
+  CHECK(CheckedAdd(kMax - 1, 1, &out));
+  CHECK(out == kMax);
+  CHECK_FALSE(CheckedAdd(kMax, 1, &out));
+  CHECK_FALSE(CheckedAdd(kMin, -1, &out));
+
+  CHECK(CheckedSub(3, 5, &out));
+  CHECK(out == -2);
+  CHECK_FALSE(CheckedSub(kMin, 1, &out));
+  CHECK_FALSE(CheckedSub(0, kMin, &out));
+  CHECK(CheckedSub(-1, kMin, &out));
+  CHECK(out == kMax);
+
+  CHECK(CheckedMul(-4, 5, &out));
+  CHECK(out == -20);
+  CHECK_FALSE(CheckedMul(kMax, 2, &out));
+  CHECK_FALSE(CheckedMul(kMin, -1, &out));
+  CHECK(CheckedMul(int64_t{1} << 31, int64_t{1} << 31, &out));
+  CHECK(out == int64_t{1} << 62);
+  CHECK_FALSE(CheckedMul(int64_t{1} << 32, int64_t{1} << 31, &out));
+}
+
+TEST_CASE("Saturating arithmetic clamps to the int64 range", "[checked_math]") {
+  CHECK(SaturatingAdd(2, 3) == 5);
+  CHECK(SaturatingAdd(kMax, 1) == kMax);
+  CHECK(SaturatingAdd(kMax, kMax) == kMax);
+  CHECK(SaturatingAdd(kMin, -1) == kMin);
+  CHECK(SaturatingAdd(kMin, kMax) == -1);
+
+  CHECK(SaturatingSub(2, 3) == -1);
+  CHECK(SaturatingSub(kMin, 1) == kMin);
+  CHECK(SaturatingSub(kMax, -1) == kMax);
+  CHECK(SaturatingSub(0, kMin) == kMax);
+  CHECK(SaturatingSub(-1, kMin) == kMax);
+
+  CHECK(SaturatingMul(6, 7) == 42);
+  CHECK(SaturatingMul(kMax, 2) == kMax);
+  CHECK(SaturatingMul(kMax, -2) == kMin);
+  CHECK(SaturatingMul(-2, kMax) == kMin);
+  CHECK(SaturatingMul(kMin, -1) == kMax);
+  CHECK(SaturatingMul(kMin, kMin) == kMax);
+  CHECK(SaturatingMul(kMin, 0) == 0);
+}
+
+}  // namespace
+}  // namespace berth::core

@@ -1,0 +1,451 @@
+#include "policy/pipeline.h"
+
+#include <atomic>
+#include <catch2/catch.hpp>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "core/clock.h"
+#include "core/cluster_model.h"
+#include "core/objects.h"
+#include "core/resources.h"
+#include "policy/policy.h"
+#include "policy/verdict.h"
+
+namespace berth::policy {
+namespace {
+
+// ---- fakes --------------------------------------------------------------------------------------
+
+// Fails the nodes named in `verdicts` with the given verdict; counts its calls.
+class FakeFilter final : public FilterPolicyInterface {
+ public:
+  FakeFilter(std::string name, std::map<std::string, NodeVerdict> verdicts,
+             std::shared_ptr<std::atomic<int>> calls)
+      : name_(std::move(name)), verdicts_(std::move(verdicts)), calls_(std::move(calls)) {}
+  std::string_view Name() const override { return name_; }
+  NodeVerdict Filter(const CycleContext&, const core::NodeState& node) const override {
+    ++*calls_;
+    auto it = verdicts_.find(node.node.name);
+    return it == verdicts_.end() ? NodeVerdict::Ok() : it->second;
+  }
+
+ private:
+  std::string name_;
+  std::map<std::string, NodeVerdict> verdicts_;
+  std::shared_ptr<std::atomic<int>> calls_;
+};
+
+// Scores each node as listed (0 for others), even outside [0, kMaxScore].
+class FakeScore final : public ScorePolicyInterface {
+ public:
+  FakeScore(std::string name, std::map<std::string, int64_t> scores)
+      : name_(std::move(name)), scores_(std::move(scores)) {}
+  std::string_view Name() const override { return name_; }
+  int64_t Score(const CycleContext&, const core::NodeState& node) const override {
+    auto it = scores_.find(node.node.name);
+    return it == scores_.end() ? 0 : it->second;
+  }
+
+ private:
+  std::string name_;
+  std::map<std::string, int64_t> scores_;
+};
+
+class FakeAdmission final : public AdmissionPolicyInterface {
+ public:
+  FakeAdmission(std::string name, NodeVerdict verdict)
+      : name_(std::move(name)), verdict_(std::move(verdict)) {}
+  std::string_view Name() const override { return name_; }
+  NodeVerdict Admit(const CycleContext&) const override { return verdict_; }
+
+ private:
+  std::string name_;
+  NodeVerdict verdict_;
+};
+
+// Refuses the node `refuse`; removes victims whose uid starts with `drop_prefix`; appends a
+// victim `add` (if not empty) to every node it keeps. Records the victim uids it was shown.
+class FakePreempt final : public PreemptPolicyInterface {
+ public:
+  struct Options {
+    std::string refuse;
+    std::string drop_prefix = "\x01";
+    std::string add;
+    int32_t add_priority = 0;
+  };
+  FakePreempt(std::string name, Options o, std::vector<std::string>* seen = nullptr)
+      : name_(std::move(name)), o_(std::move(o)), seen_(seen) {}
+  std::string_view Name() const override { return name_; }
+  bool Review(const CycleContext&, const core::NodeState& node, NodeVictims* proposal,
+              NodeVerdict* why) const override {
+    if (seen_ != nullptr) {
+      for (const Victim& v : proposal->victims) seen_->push_back(proposal->node + ":" + v.uid);
+    }
+    if (node.node.name == o_.refuse) {
+      *why = NodeVerdict{.fit = Fit::kUnresolvable,
+                         .reason = Reason::kPreemptionNotHelpful,
+                         .message = name_ + " refuses",
+                         .detail = "fake"};
+      return false;
+    }
+    std::erase_if(proposal->victims,
+                  [&](const Victim& v) { return v.uid.starts_with(o_.drop_prefix); });
+    if (!o_.add.empty()) {
+      proposal->victims.push_back(Victim{.uid = o_.add, .priority = o_.add_priority});
+    }
+    return true;
+  }
+
+ private:
+  std::string name_;
+  Options o_;
+  std::vector<std::string>* seen_;
+};
+
+class FakeOrder final : public OrderPolicyInterface {
+ public:
+  std::string_view Name() const override { return "fake-order"; }
+  bool Less(const core::ClusterState&, const core::Pod& a, const core::Pod& b) const override {
+    return a.name < b.name;
+  }
+};
+
+NodeVerdict Fail(Fit fit, Reason reason, std::string message) {
+  return NodeVerdict{.fit = fit, .reason = reason, .message = std::move(message), .detail = "d"};
+}
+
+// ---- fixture ------------------------------------------------------------------------------------
+
+class PipelineTest {
+ protected:
+  PipelineTest() {
+    for (const char* name : {"n1", "n2", "n3"}) {
+      core::Node n;
+      n.name = name;
+      n.allocatable.Set(core::kCpu, 4000);
+      n.allocatable.Set(core::kPods, 110);
+      model_.Apply(core::NodeUpsert{std::move(n)});
+    }
+    pod_.uid = "p-uid";
+    pod_.ns = "default";
+    pod_.name = "p";
+    pod_.request.Set(core::kPods, 1);
+  }
+
+  core::FakeClock clock_;
+  core::ClusterModel model_{&clock_};
+  core::Pod pod_;
+};
+
+// ---- filter -------------------------------------------------------------------------------------
+
+TEST_CASE_METHOD(PipelineTest, "Pipeline: the first failing filter wins", "[pipeline]") {
+  auto calls1 = std::make_shared<std::atomic<int>>(0);
+  auto calls2 = std::make_shared<std::atomic<int>>(0);
+  std::vector<std::unique_ptr<FilterPolicyInterface>> filters;
+  filters.push_back(std::make_unique<FakeFilter>(
+      "first",
+      std::map<std::string, NodeVerdict>{
+          {"n1", Fail(Fit::kUnschedulable, Reason::kInsufficientResource, "first says no")}},
+      calls1));
+  filters.push_back(std::make_unique<FakeFilter>(
+      "second",
+      std::map<std::string, NodeVerdict>{
+          {"n1", Fail(Fit::kUnresolvable, Reason::kExceedsAllocatable, "second says no")},
+          {"n2", Fail(Fit::kUnresolvable, Reason::kExceedsAllocatable, "second says no")}},
+      calls2));
+  Pipeline p({}, std::move(filters), {}, {}, {});
+
+  auto view = model_.Read();
+  const CycleContext ctx{.state = *view, .pod = pod_, .now = clock_.Now()};
+  const std::vector<std::string_view> candidates = {"n1", "n2", "n3"};
+  const std::vector<NodeVerdict> v = p.Filter(ctx, candidates);
+  REQUIRE(v.size() == 3);
+  CHECK(v[0].fit == Fit::kUnschedulable);
+  CHECK(v[0].reason == Reason::kInsufficientResource);
+  CHECK(v[0].message == "first says no");
+  CHECK(v[1].fit == Fit::kUnresolvable);
+  CHECK(v[1].reason == Reason::kExceedsAllocatable);
+  CHECK(v[1].message == "second says no");
+  CHECK(v[2].ok());
+  CHECK(v[2].reason == Reason::kNone);
+  // The second filter is not consulted once the first has failed a node.
+  CHECK(calls1->load() == 3);
+  CHECK(calls2->load() == 2);
+
+  const NodeVerdict direct = p.FilterNode(ctx, *view->FindNode("n1"));
+  CHECK(direct.message == "first says no");
+}
+
+TEST_CASE_METHOD(PipelineTest, "Pipeline: unknown nodes are unschedulable, in input order",
+                 "[pipeline]") {
+  auto calls = std::make_shared<std::atomic<int>>(0);
+  std::vector<std::unique_ptr<FilterPolicyInterface>> filters;
+  filters.push_back(
+      std::make_unique<FakeFilter>("f", std::map<std::string, NodeVerdict>{}, calls));
+  Pipeline p({}, std::move(filters), {}, {}, {});
+
+  auto view = model_.Read();
+  const CycleContext ctx{.state = *view, .pod = pod_, .now = clock_.Now()};
+  const std::vector<std::string_view> candidates = {"ghost", "n2", "", "n1"};
+  const std::vector<NodeVerdict> v = p.Filter(ctx, candidates);
+  REQUIRE(v.size() == 4);
+  for (size_t i : {0, 2}) {
+    INFO("candidate " << i);
+    CHECK(v[i].fit == Fit::kUnschedulable);
+    CHECK(v[i].reason == Reason::kUnknownNode);
+    CHECK(ReasonCode(v[i].reason) == "UnknownNode");
+    CHECK(v[i].message == "unknown node");
+  }
+  CHECK(v[1].ok());
+  CHECK(v[3].ok());
+  CHECK(calls->load() == 2);  // filters never see unknown nodes
+
+  const NodeVerdict u = UnknownNodeVerdict();
+  CHECK(u.fit == Fit::kUnschedulable);
+  CHECK(u.reason == Reason::kUnknownNode);
+  CHECK(u.message == "unknown node");
+
+  CHECK(p.Filter(ctx, std::vector<std::string_view>{}).empty());
+}
+
+TEST_CASE_METHOD(PipelineTest, "Pipeline: an admission refusal applies to every known node",
+                 "[pipeline]") {
+  auto calls = std::make_shared<std::atomic<int>>(0);
+  const NodeVerdict refusal =
+      Fail(Fit::kUnresolvable, Reason::kInsufficientResource, "gang not admitted");
+  std::vector<std::unique_ptr<AdmissionPolicyInterface>> admission;
+  admission.push_back(std::make_unique<FakeAdmission>("yes", NodeVerdict::Ok()));
+  admission.push_back(std::make_unique<FakeAdmission>("gang", refusal));
+  admission.push_back(std::make_unique<FakeAdmission>(
+      "later", Fail(Fit::kUnschedulable, Reason::kInsufficientResource, "later refusal")));
+  std::vector<std::unique_ptr<FilterPolicyInterface>> filters;
+  filters.push_back(
+      std::make_unique<FakeFilter>("f", std::map<std::string, NodeVerdict>{}, calls));
+  Pipeline p(std::move(admission), std::move(filters), {}, {}, {});
+
+  auto view = model_.Read();
+  const CycleContext ctx{.state = *view, .pod = pod_, .now = clock_.Now()};
+  const NodeVerdict a = p.Admit(ctx);
+  CHECK(a.fit == Fit::kUnresolvable);
+  CHECK(a.message == "gang not admitted");  // the first refusal
+
+  const std::vector<std::string_view> candidates = {"n1", "ghost", "n3"};
+  const std::vector<NodeVerdict> v = p.Filter(ctx, candidates);
+  REQUIRE(v.size() == 3);
+  CHECK(v[0].fit == Fit::kUnresolvable);
+  CHECK(v[0].message == "gang not admitted");
+  CHECK(v[0].detail == "d");
+  CHECK(v[1].reason == Reason::kUnknownNode);
+  CHECK(v[2].fit == Fit::kUnresolvable);
+  CHECK(v[2].message == "gang not admitted");
+  CHECK(calls->load() == 0);
+}
+
+TEST_CASE_METHOD(PipelineTest, "Pipeline: admission that lets the pod through", "[pipeline]") {
+  std::vector<std::unique_ptr<AdmissionPolicyInterface>> admission;
+  admission.push_back(std::make_unique<FakeAdmission>("yes", NodeVerdict::Ok()));
+  Pipeline p(std::move(admission), {}, {}, {}, {});
+  auto view = model_.Read();
+  const CycleContext ctx{.state = *view, .pod = pod_, .now = clock_.Now()};
+  CHECK(p.Admit(ctx).ok());
+  const std::vector<std::string_view> candidates = {"n1", "n2"};
+  for (const NodeVerdict& v : p.Filter(ctx, candidates)) CHECK(v.ok());
+
+  Pipeline empty({}, {}, {}, {}, {});
+  CHECK(empty.Admit(ctx).ok());
+}
+
+// ---- score --------------------------------------------------------------------------------------
+
+TEST_CASE_METHOD(PipelineTest, "Pipeline: the score is the rounded weighted mean", "[pipeline]") {
+  std::vector<Pipeline::WeightedScore> scores;
+  scores.push_back({std::make_unique<FakeScore>(
+                        "a", std::map<std::string, int64_t>{{"n1", 10}, {"n2", 3}, {"n3", 15}}),
+                    1});
+  scores.push_back({std::make_unique<FakeScore>(
+                        "b", std::map<std::string, int64_t>{{"n1", 2}, {"n2", 4}, {"n3", -7}}),
+                    3});
+  Pipeline p({}, {}, std::move(scores), {}, {});
+
+  auto view = model_.Read();
+  const CycleContext ctx{.state = *view, .pod = pod_, .now = clock_.Now()};
+  // n1: (10*1 + 2*3) / 4 = 4.
+  CHECK(p.ScoreNode(ctx, *view->FindNode("n1")) == 4);
+  // n2: (3*1 + 4*3) / 4 = 3.75 -> 4.
+  CHECK(p.ScoreNode(ctx, *view->FindNode("n2")) == 4);
+  // n3: out-of-range scores are clamped first: (10*1 + 0*3) / 4 = 2.5 -> 3.
+  CHECK(p.ScoreNode(ctx, *view->FindNode("n3")) == 3);
+
+  const std::vector<std::string_view> candidates = {"n3", "ghost", "n1", "n2"};
+  CHECK(p.Score(ctx, candidates) == std::vector<int64_t>{3, 0, 4, 4});
+}
+
+TEST_CASE_METHOD(PipelineTest, "Pipeline: rounding of the weighted mean", "[pipeline]") {
+  std::vector<Pipeline::WeightedScore> scores;
+  scores.push_back({std::make_unique<FakeScore>(
+                        "a", std::map<std::string, int64_t>{{"n1", 3}, {"n2", 0}, {"n3", 10}}),
+                    1});
+  scores.push_back({std::make_unique<FakeScore>(
+                        "b", std::map<std::string, int64_t>{{"n1", 4}, {"n2", 1}, {"n3", 10}}),
+                    2});
+  Pipeline p({}, {}, std::move(scores), {}, {});
+  auto view = model_.Read();
+  const CycleContext ctx{.state = *view, .pod = pod_, .now = clock_.Now()};
+  CHECK(p.ScoreNode(ctx, *view->FindNode("n1")) == 4);   // 11/3 = 3.67 -> 4
+  CHECK(p.ScoreNode(ctx, *view->FindNode("n2")) == 1);   // 2/3 = 0.67 -> 1
+  CHECK(p.ScoreNode(ctx, *view->FindNode("n3")) == 10);  // 30/3 = 10
+}
+
+TEST_CASE_METHOD(PipelineTest, "Pipeline: one score module passes its score through",
+                 "[pipeline]") {
+  std::vector<Pipeline::WeightedScore> scores;
+  scores.push_back(
+      {std::make_unique<FakeScore>("a", std::map<std::string, int64_t>{{"n1", 7}}), 5});
+  Pipeline p({}, {}, std::move(scores), {}, {});
+  auto view = model_.Read();
+  const CycleContext ctx{.state = *view, .pod = pod_, .now = clock_.Now()};
+  CHECK(p.ScoreNode(ctx, *view->FindNode("n1")) == 7);
+  CHECK(p.ScoreNode(ctx, *view->FindNode("n2")) == 0);
+}
+
+TEST_CASE_METHOD(PipelineTest, "Pipeline: no score modules scores every node 0", "[pipeline]") {
+  Pipeline p({}, {}, {}, {}, {});
+  auto view = model_.Read();
+  const CycleContext ctx{.state = *view, .pod = pod_, .now = clock_.Now()};
+  const std::vector<std::string_view> candidates = {"n1", "ghost"};
+  CHECK(p.Score(ctx, candidates) == std::vector<int64_t>{0, 0});
+}
+
+// ---- preempt ------------------------------------------------------------------------------------
+
+std::vector<Victim> Victims(std::initializer_list<std::pair<const char*, int32_t>> vs) {
+  std::vector<Victim> out;
+  for (const auto& [uid, prio] : vs) out.push_back(Victim{.uid = uid, .priority = prio});
+  return out;
+}
+
+std::vector<std::string> Uids(const NodeVictims& nv) {
+  std::vector<std::string> out;
+  for (const Victim& v : nv.victims) out.push_back(v.uid);
+  return out;
+}
+
+TEST_CASE_METHOD(PipelineTest, "Pipeline: Preempt filters nodes and orders victims",
+                 "[pipeline][preempt]") {
+  std::vector<std::unique_ptr<PreemptPolicyInterface>> preempt;
+  preempt.push_back(std::make_unique<FakePreempt>(
+      "fake", FakePreempt::Options{.refuse = "n2", .drop_prefix = "gone-"}));
+  Pipeline p({}, {}, {}, std::move(preempt), {});
+
+  std::vector<NodeVictims> proposal;
+  proposal.push_back(NodeVictims{
+      .node = "n1",
+      .victims = Victims({{"low", 1}, {"high", 5}, {"mid-a", 3}, {"gone-x", 9}, {"mid-b", 3}}),
+      .pdb_violations = 2});
+  proposal.push_back(NodeVictims{.node = "n2", .victims = Victims({{"a", 1}})});
+  proposal.push_back(NodeVictims{.node = "ghost", .victims = Victims({{"b", 1}})});
+  proposal.push_back(NodeVictims{.node = "n3", .victims = Victims({{"gone-y", 1}})});
+
+  auto view = model_.Read();
+  const CycleContext ctx{.state = *view, .pod = pod_, .now = clock_.Now()};
+  std::vector<std::pair<std::string, NodeVerdict>> dropped;
+  const std::vector<NodeVictims> kept = p.Preempt(ctx, std::move(proposal), &dropped);
+
+  REQUIRE(kept.size() == 1);
+  CHECK(kept[0].node == "n1");
+  CHECK(kept[0].pdb_violations == 2);
+  // Highest priority first; equal priorities keep their order.
+  CHECK(Uids(kept[0]) == std::vector<std::string>{"high", "mid-a", "mid-b", "low"});
+
+  REQUIRE(dropped.size() == 3);
+  CHECK(dropped[0].first == "n2");
+  CHECK(dropped[0].second.reason == Reason::kPreemptionNotHelpful);
+  CHECK(dropped[0].second.message == "fake refuses");
+  CHECK(dropped[1].first == "ghost");
+  CHECK(dropped[1].second.reason == Reason::kUnknownNode);
+  CHECK(dropped[1].second.message == "unknown node");
+  CHECK(dropped[2].first == "n3");
+  CHECK(dropped[2].second.fit == Fit::kUnresolvable);
+  CHECK(dropped[2].second.reason == Reason::kPreemptionNotHelpful);
+  CHECK(dropped[2].second.message == "no victim on this node");
+}
+
+TEST_CASE_METHOD(PipelineTest, "Pipeline: Preempt without modules", "[pipeline][preempt]") {
+  Pipeline p({}, {}, {}, {}, {});
+  std::vector<NodeVictims> proposal;
+  proposal.push_back(NodeVictims{.node = "n1", .victims = Victims({{"a", 1}, {"b", 2}})});
+  proposal.push_back(NodeVictims{.node = "n2"});  // kube-scheduler sent no victims
+  proposal.push_back(NodeVictims{.node = "ghost", .victims = Victims({{"c", 1}})});
+  auto view = model_.Read();
+  const CycleContext ctx{.state = *view, .pod = pod_, .now = clock_.Now()};
+  // `dropped` is optional.
+  const std::vector<NodeVictims> kept = p.Preempt(ctx, std::move(proposal));
+  REQUIRE(kept.size() == 1);
+  CHECK(kept[0].node == "n1");
+  CHECK(Uids(kept[0]) == std::vector<std::string>{"b", "a"});
+  CHECK(p.Preempt(ctx, {}).empty());
+}
+
+TEST_CASE_METHOD(PipelineTest, "Pipeline: preempt modules run in turn on the changed proposal",
+                 "[pipeline][preempt]") {
+  std::vector<std::string> seen_first;
+  std::vector<std::string> seen_second;
+  std::vector<std::unique_ptr<PreemptPolicyInterface>> preempt;
+  preempt.push_back(std::make_unique<FakePreempt>(
+      "adder", FakePreempt::Options{.drop_prefix = "x-", .add = "added", .add_priority = 7},
+      &seen_first));
+  preempt.push_back(std::make_unique<FakePreempt>(
+      "refuser", FakePreempt::Options{.refuse = "n2"}, &seen_second));
+  Pipeline p({}, {}, {}, std::move(preempt), {});
+
+  std::vector<NodeVictims> proposal;
+  proposal.push_back(NodeVictims{.node = "n1", .victims = Victims({{"x-1", 1}, {"keep", 2}})});
+  proposal.push_back(NodeVictims{.node = "n2", .victims = Victims({{"k2", 1}})});
+  auto view = model_.Read();
+  const CycleContext ctx{.state = *view, .pod = pod_, .now = clock_.Now()};
+  std::vector<std::pair<std::string, NodeVerdict>> dropped;
+  const std::vector<NodeVictims> kept = p.Preempt(ctx, std::move(proposal), &dropped);
+
+  CHECK(seen_first == std::vector<std::string>{"n1:x-1", "n1:keep", "n2:k2"});
+  CHECK(seen_second == std::vector<std::string>{"n1:keep", "n1:added", "n2:k2", "n2:added"});
+  REQUIRE(kept.size() == 1);
+  CHECK(Uids(kept[0]) == std::vector<std::string>{"added", "keep"});
+  REQUIRE(dropped.size() == 1);
+  CHECK(dropped[0].first == "n2");
+  CHECK(dropped[0].second.message == "refuser refuses");
+}
+
+// ---- describe -----------------------------------------------------------------------------------
+
+TEST_CASE("Pipeline::Describe lists modules per verb", "[pipeline]") {
+  auto calls = std::make_shared<std::atomic<int>>(0);
+  std::vector<std::unique_ptr<AdmissionPolicyInterface>> admission;
+  admission.push_back(std::make_unique<FakeAdmission>("gate", NodeVerdict::Ok()));
+  std::vector<std::unique_ptr<FilterPolicyInterface>> filters;
+  for (const char* name : {"f1", "f2"}) {
+    filters.push_back(
+        std::make_unique<FakeFilter>(name, std::map<std::string, NodeVerdict>{}, calls));
+  }
+  std::vector<Pipeline::WeightedScore> scores;
+  scores.push_back({std::make_unique<FakeScore>("s", std::map<std::string, int64_t>{}), 3});
+  std::vector<std::unique_ptr<PreemptPolicyInterface>> preempt;
+  preempt.push_back(std::make_unique<FakePreempt>("pr", FakePreempt::Options{}));
+  std::vector<std::unique_ptr<OrderPolicyInterface>> order;
+  order.push_back(std::make_unique<FakeOrder>());
+  Pipeline p(std::move(admission), std::move(filters), std::move(scores), std::move(preempt),
+             std::move(order));
+  CHECK(p.Describe() == std::vector<std::string>{"admission:gate", "filter:f1", "filter:f2",
+                                                 "score:s*3", "preempt:pr", "order:fake-order"});
+  REQUIRE(p.order().size() == 1);
+  CHECK(p.order()[0]->Name() == "fake-order");
+}
+
+}  // namespace
+}  // namespace berth::policy

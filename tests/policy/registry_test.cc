@@ -1,0 +1,301 @@
+#include "policy/registry.h"
+
+#include <catch2/catch.hpp>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "core/clock.h"
+#include "core/cluster_model.h"
+#include "core/objects.h"
+#include "core/resources.h"
+#include "policy/config.h"
+#include "policy/pipeline.h"
+#include "policy/policy.h"
+#include "policy/verdict.h"
+
+namespace berth::policy {
+namespace {
+
+class NamedFilter final : public FilterPolicyInterface {
+ public:
+  explicit NamedFilter(std::string name) : name_(std::move(name)) {}
+  std::string_view Name() const override { return name_; }
+  NodeVerdict Filter(const CycleContext&, const core::NodeState&) const override {
+    return NodeVerdict::Ok();
+  }
+
+ private:
+  std::string name_;
+};
+
+class ConstScore final : public ScorePolicyInterface {
+ public:
+  ConstScore(std::string name, int64_t score) : name_(std::move(name)), score_(score) {}
+  std::string_view Name() const override { return name_; }
+  int64_t Score(const CycleContext&, const core::NodeState&) const override { return score_; }
+
+ private:
+  std::string name_;
+  int64_t score_;
+};
+
+Factory<FilterPolicyInterface> FilterFactory(std::string name) {
+  return [name](const BuildContext&) -> absl::StatusOr<std::unique_ptr<FilterPolicyInterface>> {
+    return std::make_unique<NamedFilter>(name);
+  };
+}
+
+Factory<ScorePolicyInterface> ScoreFactory(std::string name, int64_t score) {
+  return [name, score](const BuildContext&)
+             -> absl::StatusOr<std::unique_ptr<ScorePolicyInterface>> {
+    return std::make_unique<ConstScore>(name, score);
+  };
+}
+
+// A registry with filters "alpha", "beta" and scores "five", "nine".
+Registry SmallRegistry() {
+  Registry r;
+  REQUIRE(r.RegisterFilter("alpha", FilterFactory("alpha")).ok());
+  REQUIRE(r.RegisterFilter("beta", FilterFactory("beta")).ok());
+  REQUIRE(r.RegisterScore("five", ScoreFactory("five", 5)).ok());
+  REQUIRE(r.RegisterScore("nine", ScoreFactory("nine", 9)).ok());
+  return r;
+}
+
+PolicyConfig Empty() {
+  PolicyConfig c;
+  c.filters.clear();
+  c.scores.clear();
+  c.preempt.clear();
+  return c;
+}
+
+std::string BuildError(const Registry& r, const PolicyConfig& c) {
+  core::ResourceNames names;
+  absl::StatusOr<std::unique_ptr<Pipeline>> p = r.Build(c, names);
+  REQUIRE_FALSE(p.ok());
+  CHECK(p.status().code() == absl::StatusCode::kInvalidArgument);
+  return std::string(p.status().message());
+}
+
+TEST_CASE("Registry rejects a name registered twice", "[registry]") {
+  Registry r = SmallRegistry();
+  const absl::Status s = r.RegisterFilter("alpha", FilterFactory("other"));
+  CHECK(s.code() == absl::StatusCode::kAlreadyExists);
+  CHECK(s.message() == "filter module \"alpha\" registered twice");
+  const absl::Status s2 = r.RegisterScore("five", ScoreFactory("five", 1));
+  CHECK(s2.code() == absl::StatusCode::kAlreadyExists);
+  CHECK(s2.message() == "score module \"five\" registered twice");
+
+  // The first registration stands.
+  CHECK(r.FilterNames() == std::vector<std::string>{"alpha", "beta"});
+  CHECK(r.ScoreNames() == std::vector<std::string>{"five", "nine"});
+
+  // Each kind has its own table: one module may implement several verbs.
+  CHECK(r.RegisterScore("alpha", ScoreFactory("alpha", 1)).ok());
+  CHECK(r.RegisterPreempt("alpha", nullptr).ok());
+  CHECK(r.RegisterPreempt("alpha", nullptr).code() == absl::StatusCode::kAlreadyExists);
+  CHECK(r.RegisterAdmission("gate", nullptr).ok());
+  CHECK(r.RegisterAdmission("gate", nullptr).code() == absl::StatusCode::kAlreadyExists);
+  CHECK(r.RegisterOrder("fifo", nullptr).ok());
+  CHECK(r.RegisterOrder("fifo", nullptr).code() == absl::StatusCode::kAlreadyExists);
+}
+
+TEST_CASE("Registry::Build rejects unknown module names and lists the known ones",
+          "[registry]") {
+  Registry r = SmallRegistry();
+  PolicyConfig c = Empty();
+
+  SECTION("filter") {
+    c.filters = {"alpha", "gamma"};
+    CHECK(BuildError(r, c) == "unknown filter module \"gamma\"; known: alpha, beta");
+  }
+  SECTION("score") {
+    c.scores = {{"seven", 1}};
+    CHECK(BuildError(r, c) == "unknown score module \"seven\"; known: five, nine");
+  }
+  SECTION("preempt, with none registered") {
+    c.preempt = {"resource-fit"};
+    CHECK(BuildError(r, c) == "unknown preempt module \"resource-fit\"; known: ");
+  }
+  SECTION("admission") {
+    c.admission = {"gang"};
+    CHECK_THAT(BuildError(r, c), Catch::Matchers::StartsWith("unknown admission module \"gang\""));
+  }
+  SECTION("order") {
+    c.order = {"drf"};
+    CHECK_THAT(BuildError(r, c), Catch::Matchers::StartsWith("unknown order module \"drf\""));
+  }
+}
+
+TEST_CASE("Registry::Build rejects a module listed twice", "[registry]") {
+  Registry r = SmallRegistry();
+  PolicyConfig c = Empty();
+  SECTION("filter") {
+    c.filters = {"alpha", "beta", "alpha"};
+    CHECK(BuildError(r, c) == "filter module \"alpha\" is listed twice");
+  }
+  SECTION("score, even with different weights") {
+    c.scores = {{"five", 1}, {"five", 2}};
+    CHECK(BuildError(r, c) == "score module \"five\" is listed twice");
+  }
+}
+
+TEST_CASE("Registry::Build checks score weights are within 1..100", "[registry]") {
+  Registry r = SmallRegistry();
+  PolicyConfig c = Empty();
+  SECTION("zero") {
+    c.scores = {{"five", 0}};
+    CHECK(BuildError(r, c) == "score module \"five\" has weight 0; expected 1..100");
+  }
+  SECTION("negative") {
+    c.scores = {{"nine", 1}, {"five", -3}};
+    CHECK(BuildError(r, c) == "score module \"five\" has weight -3; expected 1..100");
+  }
+  SECTION("too big") {
+    c.scores = {{"five", 101}};
+    CHECK(BuildError(r, c) == "score module \"five\" has weight 101; expected 1..100");
+  }
+  SECTION("the bounds are accepted and weight the mean") {
+    c.scores = {{"five", 1}, {"nine", 100}};
+    core::ResourceNames names;
+    absl::StatusOr<std::unique_ptr<Pipeline>> p = r.Build(c, names);
+    REQUIRE(p.ok());
+    CHECK((*p)->Describe() == std::vector<std::string>{"score:five*1", "score:nine*100"});
+    core::FakeClock clock;
+    core::ClusterModel model(&clock);
+    core::Node n;
+    n.name = "n1";
+    model.Apply(core::NodeUpsert{n});
+    auto view = model.Read();
+    const core::Pod pod;
+    const CycleContext ctx{.state = *view, .pod = pod, .now = clock.Now()};
+    // (5*1 + 9*100) / 101 = 8.96 -> 9.
+    CHECK((*p)->ScoreNode(ctx, *view->FindNode("n1")) == 9);
+  }
+}
+
+TEST_CASE("Registry::Build reports a failing factory with the module name", "[registry]") {
+  Registry r;
+  REQUIRE(r.RegisterFilter("broken", [](const BuildContext&)
+                                         -> absl::StatusOr<std::unique_ptr<FilterPolicyInterface>> {
+                             return absl::InvalidArgumentError("bad setting");
+                           }).ok());
+  PolicyConfig c = Empty();
+  c.filters = {"broken"};
+  CHECK(BuildError(r, c) == "filter module \"broken\": bad setting");
+}
+
+TEST_CASE("Registry::Build keeps the configured filter order", "[registry]") {
+  Registry r = SmallRegistry();
+  PolicyConfig c = Empty();
+  c.filters = {"beta", "alpha"};
+  c.scores = {{"nine", 2}};
+  core::ResourceNames names;
+  absl::StatusOr<std::unique_ptr<Pipeline>> p = r.Build(c, names);
+  REQUIRE(p.ok());
+  CHECK((*p)->Describe() ==
+        std::vector<std::string>{"filter:beta", "filter:alpha", "score:nine*2"});
+
+  // An empty configuration builds an empty pipeline.
+  absl::StatusOr<std::unique_ptr<Pipeline>> e = r.Build(Empty(), names);
+  REQUIRE(e.ok());
+  CHECK((*e)->Describe().empty());
+}
+
+// ---- the default registry -----------------------------------------------------------------------
+
+TEST_CASE("BuildDefaultRegistry has resource-fit and binpack", "[registry]") {
+  const Registry r = BuildDefaultRegistry();
+  CHECK(r.FilterNames() == std::vector<std::string>{"resource-fit"});
+  CHECK(r.ScoreNames() == std::vector<std::string>{"binpack"});
+
+  core::ResourceNames names;
+  absl::StatusOr<std::unique_ptr<Pipeline>> p = r.Build(PolicyConfig{}, names);
+  REQUIRE(p.ok());
+  CHECK((*p)->Describe() == std::vector<std::string>{"filter:resource-fit", "score:binpack*1",
+                                                     "preempt:resource-fit"});
+
+  // resource-fit is also the (only) preempt module; binpack is no preempt module.
+  PolicyConfig c = Empty();
+  c.preempt = {"binpack"};
+  CHECK(BuildError(r, c) == "unknown preempt module \"binpack\"; known: resource-fit");
+  c = Empty();
+  c.filters = {"binpack"};
+  CHECK(BuildError(r, c) == "unknown filter module \"binpack\"; known: resource-fit");
+}
+
+TEST_CASE("BuildDefaultRegistry passes the binpack settings through", "[registry]") {
+  const Registry r = BuildDefaultRegistry();
+  PolicyConfig c;
+  c.binpack.weights = {{"cpu", 2000}};
+  CHECK(BuildError(r, c) ==
+        "score module \"binpack\": binpack weight of \"cpu\" is 2000; expected 0..1000");
+
+  // Resources named in the weights are interned into the model's table.
+  c.binpack.weights = {{"example.com/foo", 1}};
+  core::ResourceNames names;
+  REQUIRE(r.Build(c, names).ok());
+  CHECK(names.Find("example.com/foo").has_value());
+}
+
+TEST_CASE("The default pipeline filters, scores and preempts a real model", "[registry]") {
+  core::FakeClock clock;
+  core::ClusterModel model(&clock);
+  absl::StatusOr<std::unique_ptr<Pipeline>> p =
+      BuildDefaultRegistry().Build(PolicyConfig{}, model.resources());
+  REQUIRE(p.ok());
+
+  for (auto [name, cpu] : {std::pair{"small", 2000}, std::pair{"big", 8000}}) {
+    core::Node n;
+    n.name = name;
+    n.allocatable.Set(core::kCpu, cpu);
+    n.allocatable.Set(core::kMemory, int64_t{8} << 30);
+    n.allocatable.Set(core::kPods, 110);
+    model.Apply(core::NodeUpsert{n});
+  }
+  core::Pod victim;
+  victim.uid = "v";
+  victim.ns = "default";
+  victim.name = "v";
+  victim.node_name = "small";
+  victim.phase = core::PodPhase::kRunning;
+  victim.request.Set(core::kCpu, 1500);
+  victim.request.Set(core::kPods, 1);
+  model.Apply(core::PodUpsert{victim});
+
+  core::Pod pod;
+  pod.uid = "p";
+  pod.ns = "default";
+  pod.name = "p";
+  pod.request.Set(core::kCpu, 1000);
+  pod.request.Set(core::kPods, 1);
+
+  auto view = model.Read();
+  const CycleContext ctx{.state = *view, .pod = pod, .now = clock.Now()};
+  const std::vector<std::string_view> candidates = {"small", "big", "ghost"};
+  const std::vector<NodeVerdict> v = (*p)->Filter(ctx, candidates);
+  REQUIRE(v.size() == 3);
+  CHECK(v[0].fit == Fit::kUnschedulable);
+  CHECK(v[0].message == "berth: insufficient cpu (pod requests 1 cpu)");
+  CHECK(v[1].ok());
+  CHECK(v[2].reason == Reason::kUnknownNode);
+
+  // binpack alone: big has cpu 1/8 and memory 0 in use -> (0.125 + 0) / 2 * 10 = 0.625 -> 1;
+  // GPU weight does not count on nodes without GPUs.
+  CHECK((*p)->ScoreNode(ctx, *view->FindNode("big")) == 1);
+
+  std::vector<NodeVictims> proposal;
+  proposal.push_back(NodeVictims{.node = "small",
+                                 .victims = {Victim{.uid = "v", .priority = 0,
+                                                    .known = view->FindPod("v")}}});
+  const std::vector<NodeVictims> kept = (*p)->Preempt(ctx, std::move(proposal));
+  REQUIRE(kept.size() == 1);
+  CHECK(kept[0].node == "small");
+}
+
+}  // namespace
+}  // namespace berth::policy
