@@ -83,7 +83,7 @@ NodeSlot ClusterModel::NodeSlotFor(const std::string& name) {
 
 void ClusterModel::MaybeFreeNodeSlot(NodeSlot slot) {
   NodeState& n = nodes_[slot];
-  if (n.present || !n.pods.empty() || !n.assumed.IsZero()) return;
+  if (n.present || !n.pods.empty() || n.binds_in_flight > 0) return;
   node_by_name_.erase(n.node.name);
   n = NodeState{};
   free_node_slots_.push_back(slot);
@@ -171,6 +171,7 @@ void ClusterModel::EraseLedger(std::string_view uid) {
   if (it == ledger_.end()) return;
   const NodeSlot slot = it->second.node;
   nodes_[slot].assumed.Sub(it->second.request);
+  --nodes_[slot].binds_in_flight;
   Touch(slot);
   ledger_.erase(it);
   MaybeFreeNodeSlot(slot);
@@ -283,16 +284,21 @@ absl::StatusOr<bool> ClusterModel::Assume(std::string_view uid, std::string_view
                                                       PodPhaseName(p.pod.phase)));
   }
   if (auto lit = ledger_.find(uid); lit != ledger_.end()) {
-    if (lit->second.node == slot) return false;
+    // A bind that returned successfully makes a repeat harmless. One still in flight may yet
+    // fail, so answering success now could leave the pod pending while kube-scheduler thinks it
+    // is bound: refuse, and kube-scheduler retries after the first call has settled.
+    if (lit->second.node == slot && lit->second.state == BindState::kBound) return false;
     return absl::FailedPreconditionError(
         StrCat("pod ", p.pod.ns, "/", p.pod.name, " is already being bound to node ",
-                     nodes_[lit->second.node].node.name));
+               nodes_[lit->second.node].node.name,
+               lit->second.state == BindState::kAssumed ? " (bind in progress)" : ""));
   }
   if (check) {
     if (absl::Status s = check(*this, p, nodes_[slot]); !s.ok()) return s;
   }
   ++generation_;
   nodes_[slot].assumed.Add(p.pod.request);
+  ++nodes_[slot].binds_in_flight;
   Touch(slot);
   ledger_.emplace(std::string(uid), LedgerEntry{.node = slot,
                                                  .request = p.pod.request,

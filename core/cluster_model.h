@@ -36,7 +36,8 @@ struct NodeState {
   Node node;
   bool present = false;
   ResourceVector requested;   ///< effective requests of the bound, non-terminal pods
-  ResourceVector assumed;     ///< in-flight binds (see BindLedger)
+  ResourceVector assumed;     ///< in-flight binds (see the ledger)
+  uint32_t binds_in_flight = 0;  ///< ledger entries on this node (keeps the slot alive)
   std::vector<PodSlot> pods;  ///< the bound, non-terminal pods
   uint64_t generation = 0;    ///< model generation of the last change to this slot
 
@@ -168,9 +169,11 @@ class ClusterModel : private ClusterState {
   /// so the next filter sees the node's capacity reduced before any confirmation arrives.
   /// `check` runs first, under the same lock, so two concurrent binds cannot both take the last
   /// room. Idempotent for a pod already bound or being bound to the same node.
-  /// \return true when the room is now held; false when the pod was already bound (or being
-  /// bound) to that node and nothing changed; NotFound for an unknown pod or node;
-  /// FailedPrecondition when the pod is bound elsewhere or `check` refuses.
+  /// \return true when the room is now held; false when the pod is already bound to that node,
+  /// or its bind there has returned and awaits the watch (nothing changed, the bind succeeded);
+  /// NotFound for an unknown pod or node; FailedPrecondition when the pod is bound elsewhere or
+  /// another bind of it has not returned yet (kube-scheduler retries); `check`'s own error when
+  /// it refuses.
   absl::StatusOr<bool> Assume(std::string_view uid, std::string_view node,
                               const PlacementCheck& check);
   /// The Binding was created; the entry now waits for the pod watch to confirm it.

@@ -27,7 +27,8 @@ class BinpackScore final : public ScorePolicyInterface {
                                                               core::ResourceNames& names);
   std::string_view Name() const override { return "binpack"; }
   int64_t Score(const CycleContext& ctx, const core::NodeState& node) const override;
-  /// The unrounded score in 1/10000 of kMaxScore, for explanations and tests.
+  /// The unrounded score in 1/10000 of a score point (0..100000: 75000 is 7.5), for explanations
+  /// and tests.
   int64_t FineScore(const CycleContext& ctx, const core::NodeState& node) const;
 
  private:

@@ -516,23 +516,48 @@ TEST_CASE_METHOD(LedgerTest, "Ledger: a refusing PlacementCheck holds nothing",
   CHECK(view->generation() == g0);
 }
 
-TEST_CASE_METHOD(LedgerTest, "Ledger: Assume twice is idempotent", "[model][ledger]") {
+TEST_CASE_METHOD(LedgerTest, "Ledger: a repeated Assume is refused in flight and idempotent after the bind returned", "[model][ledger]") {
   REQUIRE(*model_.Assume("u1", "n1", Allow));
   const absl::Time first = model_.Read()->FindBind("u1")->since;
   clock_.Advance(absl::Seconds(5));
 
-  absl::StatusOr<bool> again = model_.Assume("u1", "n1", Allow);
-  REQUIRE(again.ok());
-  CHECK_FALSE(*again);
+  // The first bind call has not returned: it may still fail, so a repeat must not succeed.
+  absl::StatusOr<bool> in_flight = model_.Assume("u1", "n1", Allow);
+  REQUIRE_FALSE(in_flight.ok());
+  CHECK(in_flight.status().code() == absl::StatusCode::kFailedPrecondition);
+  CHECK_THAT(std::string(in_flight.status().message()), Catch::Matchers::Contains("bind in progress"));
   CHECK(Assumed("n1") == kReq);  // not doubled
   CHECK(model_.Read()->FindBind("u1")->since == first);
 
-  // While the bind is in flight, another node is refused.
+  // Once the bind returned, the same placement again is harmless.
+  model_.BindSucceeded("u1");
+  absl::StatusOr<bool> again = model_.Assume("u1", "n1", Allow);
+  REQUIRE(again.ok());
+  CHECK_FALSE(*again);
+  CHECK(Assumed("n1") == kReq);
+
+  // Another node is refused either way.
   absl::StatusOr<bool> other = model_.Assume("u1", "n2", Allow);
   REQUIRE_FALSE(other.ok());
   CHECK(other.status().code() == absl::StatusCode::kFailedPrecondition);
   CHECK(Assumed("n2").IsZero());
   CHECK(Assumed("n1") == kReq);
+}
+
+TEST_CASE_METHOD(LedgerTest, "Ledger: an in-flight bind keeps a deleted node's slot and usage", "[model][ledger]") {
+  REQUIRE(*model_.Assume("u1", "n1", Allow));
+  model_.Apply(core::ModelEvent(core::NodeDelete{"n1"}));
+  CHECK(model_.Read()->FindNode("n1") == nullptr);
+  CHECK(model_.Read()->FindBind("u1") != nullptr);
+  // The node comes back: the held room is still there.
+  core::Node n1;
+  n1.name = "n1";
+  n1.allocatable = Vec({{kCpu, 4000}, {kMemory, 8 * kGi}, {kPods, 110}});
+  model_.Apply(core::ModelEvent(core::NodeUpsert{n1}));
+  CHECK(Assumed("n1") == kReq);
+  CHECK(model_.Read()->FindNode("n1")->binds_in_flight == 1);
+  model_.Forget("u1");
+  CHECK(model_.Read()->FindNode("n1")->binds_in_flight == 0);
 }
 
 TEST_CASE_METHOD(LedgerTest, "Ledger: Forget releases the held room", "[model][ledger]") {
