@@ -75,6 +75,10 @@ struct Pod {
   Labels labels;             // only the keys berth reads (see IsBerthKey)
   Labels annotations;        // only the keys berth reads
   ResourceVector request;    // effective request, including one unit of `pods`
+  /// Requests of resources no node in berth's model has ever advertised (so no node can
+  /// satisfy them), by name, summed over containers. Only verb requests produce these: they
+  /// look resource names up instead of adding them to the shared name table.
+  std::vector<std::pair<std::string, int64_t>> unknown_requests;
 
   /// "namespace/name".
   std::string Key() const { return ns + "/" + name; }

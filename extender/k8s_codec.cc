@@ -1,10 +1,12 @@
 #include "extender/k8s_codec.h"
 
+#include <algorithm>
 #include <charconv>
 
 #include "core/strings.h"
 #include "absl/container/inlined_vector.h"
 #include "absl/time/time.h"
+#include "core/checked_math.h"
 #include "core/quantity.h"
 
 namespace berth::extender {
@@ -108,9 +110,9 @@ absl::StatusOr<ObjectMeta> DecodeObjectMeta(simdjson::dom::object obj, const Jso
 }
 
 // Requests of one container: `resources.requests`, with limits defaulting missing requests.
-absl::StatusOr<core::ResourceVector> ContainerRequests(simdjson::dom::object container,
-                                                       core::ResourceNames& names,
-                                                       const JsonPath& path) {
+absl::StatusOr<core::ResourceVector> ContainerRequests(
+    simdjson::dom::object container, core::ResourceNames& names, const JsonPath& path,
+    NameMode mode, std::vector<std::pair<std::string, int64_t>>* unknown) {
   core::ResourceVector requests;
   absl::StatusOr<std::optional<simdjson::dom::object>> res =
       OptionalObject(container, "resources", path);
@@ -121,15 +123,18 @@ absl::StatusOr<core::ResourceVector> ContainerRequests(simdjson::dom::object con
   if (!req.ok()) return req.status();
   if (req->has_value()) {
     absl::StatusOr<core::ResourceVector> v =
-        DecodeResourceList(**req, names, rpath.Field("requests"));
+        DecodeResourceList(**req, names, rpath.Field("requests"), mode, unknown);
     if (!v.ok()) return v.status();
     requests = *std::move(v);
   }
   absl::StatusOr<std::optional<simdjson::dom::object>> lim = OptionalObject(**res, "limits", rpath);
   if (!lim.ok()) return lim.status();
   if (lim->has_value()) {
+    // Unknown names among the limits are already in `unknown` when they are requested too;
+    // limits-only ones are collected here and kept where no request names them.
+    std::vector<std::pair<std::string, int64_t>> unknown_limits;
     absl::StatusOr<core::ResourceVector> limits =
-        DecodeResourceList(**lim, names, rpath.Field("limits"));
+        DecodeResourceList(**lim, names, rpath.Field("limits"), mode, &unknown_limits);
     if (!limits.ok()) return limits.status();
     // Requests the API server would default from limits at admission.
     for (auto [k, v] : **lim) {
@@ -138,15 +143,20 @@ absl::StatusOr<core::ResourceVector> ContainerRequests(simdjson::dom::object con
           req->has_value() && (**req).at_key(k).error() == simdjson::SUCCESS;
       if (id && !has_request) requests.Set(*id, limits->Get(*id));
     }
+    for (auto& [name, amount] : unknown_limits) {
+      const bool has_request =
+          req->has_value() && (**req).at_key(name).error() == simdjson::SUCCESS;
+      if (!has_request && unknown != nullptr) unknown->emplace_back(std::move(name), amount);
+    }
   }
   return requests;
 }
 
 }  // namespace
 
-absl::StatusOr<core::ResourceVector> DecodeResourceList(simdjson::dom::object obj,
-                                                        core::ResourceNames& names,
-                                                        const JsonPath& path) {
+absl::StatusOr<core::ResourceVector> DecodeResourceList(
+    simdjson::dom::object obj, core::ResourceNames& names, const JsonPath& path, NameMode mode,
+    std::vector<std::pair<std::string, int64_t>>* unknown) {
   // Every quantity is checked before any name is interned: the name table is shared and
   // append-only (capped at ResourceNames::kMaxResources), so a refused list must not add names.
   absl::InlinedVector<std::pair<std::string_view, core::Quantity>, 8> parsed;
@@ -161,15 +171,26 @@ absl::StatusOr<core::ResourceVector> DecodeResourceList(simdjson::dom::object ob
   }
   core::ResourceVector out;
   for (const auto& [key, q] : parsed) {
-    absl::StatusOr<core::ResourceId> id = names.Intern(key);
-    if (!id.ok()) return FieldError(path.Field(key), ToStd(id.status().message()));
+    std::optional<core::ResourceId> id;
+    if (mode == NameMode::kIntern) {
+      absl::StatusOr<core::ResourceId> interned = names.Intern(key);
+      if (!interned.ok()) return FieldError(path.Field(key), ToStd(interned.status().message()));
+      id = *interned;
+    } else {
+      id = names.Find(key);
+    }
+    if (!id) {
+      // Only names that are not ids yet get here: they are never cpu, so whole units.
+      if (!q.IsZero() && unknown != nullptr) unknown->emplace_back(std::string(key), q.Value());
+      continue;
+    }
     out.Set(*id, names.Scale(*id) == core::ResourceScale::kMilli ? q.MilliValue() : q.Value());
   }
   return out;
 }
 
 absl::StatusOr<core::Pod> DecodePod(simdjson::dom::object obj, core::ResourceNames& names,
-                                    const JsonPath& path) {
+                                    const JsonPath& path, NameMode mode) {
   core::Pod pod;
   const JsonPath mpath = path.Field("metadata");
   absl::StatusOr<ObjectMeta> meta = DecodeObjectMeta(obj, path, mpath);
@@ -199,6 +220,7 @@ absl::StatusOr<core::Pod> DecodePod(simdjson::dom::object obj, core::ResourceNam
   }
 
   core::PodResourceSpec resources;
+  std::vector<std::pair<std::string, int64_t>> unknown;  // NameMode::kLookup only
   absl::StatusOr<std::optional<simdjson::dom::object>> spec = OptionalObject(obj, "spec", path);
   if (!spec.ok()) return spec.status();
   if (spec->has_value()) {
@@ -230,7 +252,8 @@ absl::StatusOr<core::Pod> DecodePod(simdjson::dom::object obj, core::ResourceNam
         const JsonPath cpath = spath.Item(list, i++);
         absl::StatusOr<simdjson::dom::object> cobj = AsObject(c, cpath);
         if (!cobj.ok()) return cobj.status();
-        absl::StatusOr<core::ResourceVector> req = ContainerRequests(*cobj, names, cpath);
+        absl::StatusOr<core::ResourceVector> req =
+            ContainerRequests(*cobj, names, cpath, mode, &unknown);
         if (!req.ok()) return req.status();
         if (list == "containers") {
           resources.containers.push_back(*std::move(req));
@@ -245,7 +268,7 @@ absl::StatusOr<core::Pod> DecodePod(simdjson::dom::object obj, core::ResourceNam
     auto overhead = OptionalObject(**spec, "overhead", spath);
     if (!overhead.ok()) return overhead.status();
     if (overhead->has_value()) {
-      auto v = DecodeResourceList(**overhead, names, spath.Field("overhead"));
+      auto v = DecodeResourceList(**overhead, names, spath.Field("overhead"), mode, &unknown);
       if (!v.ok()) return v.status();
       resources.overhead = *std::move(v);
     }
@@ -256,7 +279,7 @@ absl::StatusOr<core::Pod> DecodePod(simdjson::dom::object obj, core::ResourceNam
       if (!req.ok()) return req.status();
       if (req->has_value()) {
         const JsonPath rpath = spath.Field("resources");
-        auto v = DecodeResourceList(**req, names, rpath.Field("requests"));
+        auto v = DecodeResourceList(**req, names, rpath.Field("requests"), mode, &unknown);
         if (!v.ok()) return v.status();
         for (auto [k, unused] : **req) {
           if (auto id = names.Find(k)) resources.pod_level.emplace_back(*id, v->Get(*id));
@@ -265,6 +288,17 @@ absl::StatusOr<core::Pod> DecodePod(simdjson::dom::object obj, core::ResourceNam
     }
   }
   pod.request = core::EffectiveRequest(resources);
+  // Unknown resources are summed by name: no node offers them, so the amount matters only for
+  // printing the pod back.
+  std::sort(unknown.begin(), unknown.end());
+  for (auto& [name, amount] : unknown) {
+    if (!pod.unknown_requests.empty() && pod.unknown_requests.back().first == name) {
+      pod.unknown_requests.back().second =
+          core::SaturatingAdd(pod.unknown_requests.back().second, amount);
+    } else {
+      pod.unknown_requests.emplace_back(std::move(name), amount);
+    }
+  }
 
   absl::StatusOr<std::optional<simdjson::dom::object>> status = OptionalObject(obj, "status", path);
   if (!status.ok()) return status.status();
@@ -513,11 +547,14 @@ nlohmann::json EncodePod(const core::Pod& pod, const core::ResourceNames& names)
   if (!pod.annotations.empty()) j["metadata"]["annotations"] = EncodeLabels(pod.annotations);
   core::ResourceVector requests = pod.request;
   requests.Set(core::kPods, 0);  // implied by every pod; added back when decoded
+  nlohmann::json request_list = EncodeResourceList(requests, names);
+  for (const auto& [name, amount] : pod.unknown_requests) {
+    request_list[name] = core::FormatUnits(amount);
+  }
   nlohmann::json spec = {{"schedulerName", pod.scheduler_name},
                          {"priority", pod.priority},
                          {"containers",
-                          {{{"name", "main"},
-                            {"resources", {{"requests", EncodeResourceList(requests, names)}}}}}}};
+                          {{{"name", "main"}, {"resources", {{"requests", request_list}}}}}}};
   if (!pod.node_name.empty()) spec["nodeName"] = pod.node_name;
   if (!pod.priority_class.empty()) spec["priorityClassName"] = pod.priority_class;
   j["spec"] = std::move(spec);

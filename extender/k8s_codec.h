@@ -14,6 +14,12 @@
 
 namespace berth::extender {
 
+/// How decoders turn resource names into ids. Objects that become part of the model (watch
+/// events, cluster files) intern new names. Verb requests only look names up, so untrusted,
+/// high-volume input cannot grow the shared, capped name table; a pod's request of a name no
+/// node has advertised goes to Pod::unknown_requests instead.
+enum class NameMode { kIntern, kLookup };
+
 /// Decodes a Kubernetes `v1.Pod` into what berth keeps (see core::Pod): identity, placement,
 /// priority, berth's labels and annotations, and the effective request computed from
 /// containers, init containers (sidecars included), pod-level requests and overhead. As the API
@@ -21,16 +27,19 @@ namespace berth::extender {
 /// limit. A pod without `metadata.uid` (hand-written standalone input) gets the uid
 /// "generated:NAMESPACE/NAME". Errors name the field path under `path`.
 absl::StatusOr<core::Pod> DecodePod(simdjson::dom::object obj, core::ResourceNames& names,
-                                    const JsonPath& path);
+                                    const JsonPath& path, NameMode mode = NameMode::kIntern);
 
 /// Decodes a Kubernetes `v1.Node`. `status.allocatable` defaults to `status.capacity`.
 absl::StatusOr<core::Node> DecodeNode(simdjson::dom::object obj, core::ResourceNames& names,
                                       const JsonPath& path);
 
 /// Decodes a `resources.requests`-style map of resource name -> Quantity (string or number).
-absl::StatusOr<core::ResourceVector> DecodeResourceList(simdjson::dom::object obj,
-                                                        core::ResourceNames& names,
-                                                        const JsonPath& path);
+/// With NameMode::kLookup, names not in the table are appended to `*unknown` (non-zero amounts
+/// only) instead of being interned; `unknown` must then be given.
+absl::StatusOr<core::ResourceVector> DecodeResourceList(
+    simdjson::dom::object obj, core::ResourceNames& names, const JsonPath& path,
+    NameMode mode = NameMode::kIntern,
+    std::vector<std::pair<std::string, int64_t>>* unknown = nullptr);
 
 /// Decodes one object of any kind berth ingests into the model event it stands for.
 /// \param deleted true for a watch DELETED event; a Pod in phase Succeeded/Failed stays an

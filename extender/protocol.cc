@@ -33,7 +33,7 @@ absl::StatusOr<core::Pod> DecodeEnvelopePod(simdjson::dom::object obj, std::stri
   if (!pod_el) return FieldError(top.Field("Pod"), StrCat("required in ", type, ": expected a Pod object"));
   auto pod_obj = AsObject(*pod_el, top.Field("Pod"));
   if (!pod_obj.ok()) return pod_obj.status();
-  return DecodePod(*pod_obj, names, top.Field("Pod"));
+  return DecodePod(*pod_obj, names, top.Field("Pod"), NameMode::kLookup);
 }
 
 absl::StatusOr<std::string_view> EnvelopeString(simdjson::dom::object obj, std::string_view key,
@@ -179,7 +179,7 @@ absl::StatusOr<PreemptionArgs> DecodePreemptionArgs(simdjson::dom::element root,
         auto pobj = AsObject(p, ppath);
         if (!pobj.ok()) return pobj.status();
         if (full) {
-          auto victim = DecodePod(*pobj, names, ppath);
+          auto victim = DecodePod(*pobj, names, ppath, NameMode::kLookup);
           if (!victim.ok()) return victim.status();
           auto meta = OptionalObject(*pobj, "metadata", ppath);
           auto uid = OptionalString(**meta, "uid", ppath.Field("metadata"));

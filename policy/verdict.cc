@@ -9,6 +9,7 @@ std::string_view ReasonCode(Reason reason) {
     case Reason::kInsufficientResource: return "InsufficientResource";
     case Reason::kExceedsAllocatable: return "ExceedsAllocatable";
     case Reason::kPreemptionNotHelpful: return "PreemptionNotHelpful";
+    case Reason::kResourceNotOffered: return "ResourceNotOffered";
   }
   return "Unknown";
 }

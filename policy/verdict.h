@@ -19,6 +19,7 @@ enum class Reason : uint8_t {
   kInsufficientResource,  ///< not enough free room now; evicting pods could make room
   kExceedsAllocatable,    ///< more than the node's allocatable: nothing can make room
   kPreemptionNotHelpful,  ///< evicting the proposed victims would not make the pod fit
+  kResourceNotOffered,    ///< the pod requests a resource no node advertises
 };
 
 std::string_view ReasonCode(Reason reason);

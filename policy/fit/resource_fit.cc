@@ -50,6 +50,17 @@ NodeVerdict CheckFit(const core::ResourceNames& names, const core::ResourceVecto
 }
 
 NodeVerdict ResourceFitFilter::Filter(const CycleContext& ctx, const core::NodeState& node) const {
+  if (!ctx.pod.unknown_requests.empty()) {
+    std::string names;
+    for (const auto& [name, amount] : ctx.pod.unknown_requests) {
+      StrAppend(&names, names.empty() ? "" : ", ", name);
+    }
+    return NodeVerdict{.fit = Fit::kUnresolvable,
+                       .reason = Reason::kResourceNotOffered,
+                       .message = StrCat("berth: no node offers ", names),
+                       .detail = StrCat("the pod requests ", names,
+                                        ", which no node in berth's model advertises")};
+  }
   return CheckFit(ctx.state.resources(), ctx.pod.request, node, node.Free());
 }
 

@@ -13,7 +13,8 @@ namespace berth::policy {
 /// the requests of every pod bound to it (any scheduler) minus berth's in-flight binds covers the
 /// request. A request larger than the node's allocatable is unresolvable (no eviction can help);
 /// a request larger than the free room is unschedulable (preemption may help). The message names
-/// every short resource, in resource-id order; the detail gives the per-node numbers.
+/// every short resource, in resource-id order; the detail gives the per-node numbers. A pod
+/// requesting a resource no node advertises is unresolvable everywhere.
 class ResourceFitFilter final : public FilterPolicyInterface {
  public:
   std::string_view Name() const override { return "resource-fit"; }
