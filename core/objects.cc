@@ -2,24 +2,83 @@
 
 #include <algorithm>
 #include <array>
+#include <cstring>
 
 namespace berth::core {
 
-void Labels::Set(std::string key, std::string value) {
-  auto it = std::lower_bound(items_.begin(), items_.end(), key,
-                             [](const auto& kv, const std::string& k) { return kv.first < k; });
-  if (it != items_.end() && it->first == key) {
-    it->second = std::move(value);
-    return;
+namespace {
+
+uint32_t ReadLength(const std::string& data, size_t at) {
+  uint32_t n;
+  std::memcpy(&n, data.data() + at, sizeof(n));
+  return n;
+}
+
+void AppendField(std::string* out, std::string_view s) {
+  const auto n = static_cast<uint32_t>(s.size());
+  out->append(reinterpret_cast<const char*>(&n), sizeof(n));
+  out->append(s);
+}
+
+}  // namespace
+
+template <class Fn>
+void Labels::Scan(Fn fn) const {
+  size_t at = 0;
+  while (at < data_.size()) {
+    const size_t begin = at;
+    const uint32_t klen = ReadLength(data_, at);
+    const std::string_view key(data_.data() + at + 4, klen);
+    at += 4 + klen;
+    const uint32_t vlen = ReadLength(data_, at);
+    const std::string_view value(data_.data() + at + 4, vlen);
+    at += 4 + vlen;
+    if (!fn(Entry{key, value, begin, at})) return;
   }
-  items_.insert(it, {std::move(key), std::move(value)});
+}
+
+void Labels::Set(std::string_view key, std::string_view value) {
+  size_t insert_at = data_.size();
+  bool replace = false;
+  size_t replace_end = 0;
+  Scan([&](const Entry& e) {
+    if (e.key < key) return true;
+    insert_at = e.begin;
+    if (e.key == key) {
+      replace = true;
+      replace_end = e.end;
+    }
+    return false;
+  });
+  // Rebuilt at its exact size: labels are written once per object and kept, so no slack.
+  const size_t tail = replace ? replace_end : insert_at;
+  std::string next;
+  next.reserve(insert_at + 8 + key.size() + value.size() + (data_.size() - tail));
+  next.append(data_, 0, insert_at);
+  AppendField(&next, key);
+  AppendField(&next, value);
+  next.append(data_, tail, std::string::npos);
+  data_ = std::move(next);
+  if (!replace) ++count_;
 }
 
 std::optional<std::string_view> Labels::Get(std::string_view key) const {
-  auto it = std::lower_bound(items_.begin(), items_.end(), key,
-                             [](const auto& kv, std::string_view k) { return kv.first < k; });
-  if (it != items_.end() && it->first == key) return std::string_view(it->second);
-  return std::nullopt;
+  std::optional<std::string_view> found;
+  Scan([&](const Entry& e) {
+    if (e.key == key) found = e.value;
+    return e.key < key;
+  });
+  return found;
+}
+
+std::vector<std::pair<std::string_view, std::string_view>> Labels::items() const {
+  std::vector<std::pair<std::string_view, std::string_view>> out;
+  out.reserve(count_);
+  Scan([&](const Entry& e) {
+    out.emplace_back(e.key, e.value);
+    return true;
+  });
+  return out;
 }
 
 std::string_view PodPhaseName(PodPhase phase) {

@@ -13,21 +13,39 @@
 namespace berth::core {
 
 /// Labels or annotations: (key, value) pairs sorted by key, keys unique.
+///
+/// Stored in one flat buffer, `[u32 key length][key][u32 value length][value]...` in key order,
+/// so a node's twenty-odd labels cost one allocation and about half the memory of separate
+/// strings. Lookups scan the entries, which is fast at the sizes labels have.
 class Labels {
  public:
   Labels() = default;
-  /// Sets `key` to `value`, keeping the pairs sorted.
-  void Set(std::string key, std::string value);
-  /// \return the value of `key`, or nullopt.
+  /// Sets `key` to `value`, keeping the entries sorted.
+  void Set(std::string_view key, std::string_view value);
+  /// \return the value of `key`, or nullopt. The view lives until the next Set.
   std::optional<std::string_view> Get(std::string_view key) const;
   bool Has(std::string_view key) const { return Get(key).has_value(); }
-  const std::vector<std::pair<std::string, std::string>>& items() const { return items_; }
-  size_t size() const { return items_.size(); }
-  bool empty() const { return items_.empty(); }
-  friend bool operator==(const Labels&, const Labels&) = default;
+  /// The entries in key order. The views live until the next Set.
+  std::vector<std::pair<std::string_view, std::string_view>> items() const;
+  size_t size() const { return count_; }
+  bool empty() const { return count_ == 0; }
+  /// Bytes held, for memory accounting.
+  size_t ByteSize() const { return data_.capacity(); }
+  friend bool operator==(const Labels& a, const Labels& b) { return a.data_ == b.data_; }
 
  private:
-  std::vector<std::pair<std::string, std::string>> items_;
+  struct Entry {
+    std::string_view key;
+    std::string_view value;
+    size_t begin;  ///< offset of the entry
+    size_t end;    ///< offset just past it
+  };
+  /// Calls fn(entry) for each entry in order until it returns false.
+  template <class Fn>
+  void Scan(Fn fn) const;
+
+  std::string data_;
+  uint32_t count_ = 0;
 };
 
 /// A node taint (`spec.taints[]`).

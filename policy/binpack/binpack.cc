@@ -25,21 +25,28 @@ absl::StatusOr<std::unique_ptr<BinpackScore>> BinpackScore::Create(const Binpack
 
 int64_t BinpackScore::FineScore(const CycleContext& ctx, const core::NodeState& node) const {
   __extension__ typedef __int128 Int128;
-  constexpr Int128 kScale = 10000;
-  Int128 weighted = 0;
-  Int128 total = 0;
+  constexpr int64_t kScale = 10000;
+  // Shares are at most kScale and weights at most 1000 (Create checks), so the sums fit int64.
+  int64_t weighted = 0;
+  int64_t total = 0;
   for (const auto& [id, weight] : weights_) {
     const int64_t alloc = node.node.allocatable.Get(id);
     if (alloc <= 0) continue;
-    const int64_t used = core::SaturatingAdd(
-        core::SaturatingAdd(node.requested.Get(id), node.assumed.Get(id)), ctx.pod.request.Get(id));
-    const Int128 share = std::clamp<Int128>(Int128(std::max<int64_t>(used, 0)) * kScale / alloc,
-                                                0, kScale);
+    const int64_t used = std::max<int64_t>(
+        core::SaturatingAdd(core::SaturatingAdd(node.requested.Get(id), node.assumed.Get(id)),
+                            ctx.pod.request.Get(id)),
+        0);
+    // 64-bit unless used * kScale overflows (memory beyond ~900 TB): then 128-bit.
+    int64_t scaled;
+    const int64_t share =
+        __builtin_mul_overflow(used, kScale, &scaled)
+            ? static_cast<int64_t>(std::min<Int128>(Int128(used) * kScale / alloc, kScale))
+            : std::min<int64_t>(scaled / alloc, kScale);
     weighted += share * weight;
     total += weight;
   }
   if (total == 0) return 0;
-  return static_cast<int64_t>(weighted * kMaxScore / total);
+  return weighted * kMaxScore / total;
 }
 
 int64_t BinpackScore::Score(const CycleContext& ctx, const core::NodeState& node) const {

@@ -9,7 +9,7 @@
 namespace berth::policy {
 
 NodeVerdict CheckFit(const core::ResourceNames& names, const core::ResourceVector& request,
-                     const core::NodeState& node, const core::ResourceVector& free) {
+                     const core::NodeState& node, const core::ResourceVector* extra_free) {
   NodeVerdict v;
   std::string short_names;
   std::string requests;
@@ -17,7 +17,10 @@ NodeVerdict CheckFit(const core::ResourceNames& names, const core::ResourceVecto
     const auto id = static_cast<core::ResourceId>(i);
     const int64_t want = request.Get(id);
     if (want <= 0) continue;
-    const int64_t have = free.Get(id);
+    int64_t have = core::SaturatingSub(
+        core::SaturatingSub(node.node.allocatable.Get(id), node.requested.Get(id)),
+        node.assumed.Get(id));
+    if (extra_free != nullptr) have = core::SaturatingAdd(have, extra_free->Get(id));
     if (want <= have) continue;
     const int64_t alloc = node.node.allocatable.Get(id);
     const bool never = want > alloc;
@@ -61,12 +64,12 @@ NodeVerdict ResourceFitFilter::Filter(const CycleContext& ctx, const core::NodeS
                        .detail = StrCat("the pod requests ", names,
                                         ", which no node in berth's model advertises")};
   }
-  return CheckFit(ctx.state.resources(), ctx.pod.request, node, node.Free());
+  return CheckFit(ctx.state.resources(), ctx.pod.request, node);
 }
 
 bool ResourceFitPreempt::Review(const CycleContext& ctx, const core::NodeState& node,
                                 NodeVictims* proposal, NodeVerdict* why) const {
-  core::ResourceVector free = node.Free();
+  core::ResourceVector freed;
   std::vector<const core::PodState*> counted;  // a victim listed twice frees its room once
   for (const Victim& v : proposal->victims) {
     // Only pods berth counts on this node free room in berth's accounting.
@@ -74,10 +77,10 @@ bool ResourceFitPreempt::Review(const CycleContext& ctx, const core::NodeState& 
         &ctx.state.node(v.known->counted_on) == &node &&
         std::find(counted.begin(), counted.end(), v.known) == counted.end()) {
       counted.push_back(v.known);
-      free.Add(v.known->pod.request);
+      freed.Add(v.known->pod.request);
     }
   }
-  NodeVerdict fit = CheckFit(ctx.state.resources(), ctx.pod.request, node, free);
+  NodeVerdict fit = CheckFit(ctx.state.resources(), ctx.pod.request, node, &freed);
   if (fit.ok()) return true;
   *why = NodeVerdict{.fit = Fit::kUnresolvable,
                      .reason = Reason::kPreemptionNotHelpful,

@@ -32,8 +32,10 @@ class ResourceFitPreempt final : public PreemptPolicyInterface {
               NodeVerdict* why) const override;
 };
 
-/// The resource-fit verdict for `request` against `free` / `allocatable` of `node`.
+/// The resource-fit verdict for `request` on `node`: its free room (allocatable - requested -
+/// in-flight binds) plus `extra_free` (room that evictions would free), if given. Only the
+/// resources the pod requests are looked at, so a fit costs a few compares.
 NodeVerdict CheckFit(const core::ResourceNames& names, const core::ResourceVector& request,
-                     const core::NodeState& node, const core::ResourceVector& free);
+                     const core::NodeState& node, const core::ResourceVector* extra_free = nullptr);
 
 }  // namespace berth::policy
