@@ -65,7 +65,7 @@ ClusterModel::ReadView::~ReadView() { model_->mu_.ReaderUnlock(); }
 
 void ClusterModel::Touch(NodeSlot slot) { nodes_[slot].generation = generation_; }
 
-NodeSlot ClusterModel::NodeSlotFor(const std::string& name) {
+NodeSlot ClusterModel::NodeSlotFor(std::string_view name) {
   if (auto it = node_by_name_.find(name); it != node_by_name_.end()) return it->second;
   NodeSlot slot;
   if (!free_node_slots_.empty()) {
@@ -197,7 +197,7 @@ void ClusterModel::UpsertPod(Pod pod, ApplyStats* stats) {
   if (auto it = pod_by_name_.find(std::make_pair(std::string_view(pod.ns),
                                                  std::string_view(pod.name)));
       it != pod_by_name_.end() && pods_[it->second].pod.uid != pod.uid) {
-    const std::string old_uid = pods_[it->second].pod.uid;
+    const std::string old_uid = pods_[it->second].pod.uid.str();
     EraseLedger(old_uid);
     RemovePodSlot(it->second);
   }

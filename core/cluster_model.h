@@ -189,7 +189,7 @@ class ClusterModel : private ClusterState {
   int ExpireBinds(absl::Duration ttl);
 
  private:
-  NodeSlot NodeSlotFor(const std::string& name) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  NodeSlot NodeSlotFor(std::string_view name) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void MaybeFreeNodeSlot(NodeSlot slot) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void UpsertNode(Node node, ApplyStats* stats) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void DeleteNode(const std::string& name, ApplyStats* stats) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -8,7 +8,7 @@ namespace berth::core {
 
 namespace {
 
-uint32_t ReadLength(const std::string& data, size_t at) {
+uint32_t ReadLength(std::string_view data, size_t at) {
   uint32_t n;
   std::memcpy(&n, data.data() + at, sizeof(n));
   return n;
@@ -24,14 +24,15 @@ void AppendField(std::string* out, std::string_view s) {
 
 template <class Fn>
 void Labels::Scan(Fn fn) const {
+  const std::string_view data = data_.view();
   size_t at = 0;
-  while (at < data_.size()) {
+  while (at < data.size()) {
     const size_t begin = at;
-    const uint32_t klen = ReadLength(data_, at);
-    const std::string_view key(data_.data() + at + 4, klen);
+    const uint32_t klen = ReadLength(data, at);
+    const std::string_view key(data.data() + at + 4, klen);
     at += 4 + klen;
-    const uint32_t vlen = ReadLength(data_, at);
-    const std::string_view value(data_.data() + at + 4, vlen);
+    const uint32_t vlen = ReadLength(data, at);
+    const std::string_view value(data.data() + at + 4, vlen);
     at += 4 + vlen;
     if (!fn(Entry{key, value, begin, at})) return;
   }
@@ -51,15 +52,24 @@ void Labels::Set(std::string_view key, std::string_view value) {
     return false;
   });
   // Rebuilt at its exact size: labels are written once per object and kept, so no slack.
+  const std::string_view data = data_.view();
   const size_t tail = replace ? replace_end : insert_at;
   std::string next;
-  next.reserve(insert_at + 8 + key.size() + value.size() + (data_.size() - tail));
-  next.append(data_, 0, insert_at);
+  next.reserve(insert_at + 8 + key.size() + value.size() + (data.size() - tail));
+  next.append(data.substr(0, insert_at));
   AppendField(&next, key);
   AppendField(&next, value);
-  next.append(data_, tail, std::string::npos);
-  data_ = std::move(next);
-  if (!replace) ++count_;
+  next.append(data.substr(tail));
+  data_ = next;
+}
+
+size_t Labels::size() const {
+  size_t n = 0;
+  Scan([&](const Entry&) {
+    ++n;
+    return true;
+  });
+  return n;
 }
 
 std::optional<std::string_view> Labels::Get(std::string_view key) const {
@@ -73,7 +83,6 @@ std::optional<std::string_view> Labels::Get(std::string_view key) const {
 
 std::vector<std::pair<std::string_view, std::string_view>> Labels::items() const {
   std::vector<std::pair<std::string_view, std::string_view>> out;
-  out.reserve(count_);
   Scan([&](const Entry& e) {
     out.emplace_back(e.key, e.value);
     return true;
@@ -100,6 +109,13 @@ std::optional<PodPhase> ParsePodPhase(std::string_view text) {
     if (PodPhaseName(p) == text) return p;
   }
   return std::nullopt;
+}
+
+std::string Pod::Key() const {
+  std::string key;
+  key.reserve(ns.size() + 1 + name.size());
+  key.append(ns.view()).append("/").append(name.view());
+  return key;
 }
 
 bool IsBerthKey(std::string_view key) {

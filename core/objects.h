@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "absl/time/time.h"
+#include "core/compact_string.h"
 #include "core/resources.h"
 
 namespace berth::core {
@@ -27,10 +28,8 @@ class Labels {
   bool Has(std::string_view key) const { return Get(key).has_value(); }
   /// The entries in key order. The views live until the next Set.
   std::vector<std::pair<std::string_view, std::string_view>> items() const;
-  size_t size() const { return count_; }
-  bool empty() const { return count_ == 0; }
-  /// Bytes held, for memory accounting.
-  size_t ByteSize() const { return data_.capacity(); }
+  size_t size() const;
+  bool empty() const { return data_.empty(); }
   friend bool operator==(const Labels& a, const Labels& b) { return a.data_ == b.data_; }
 
  private:
@@ -44,8 +43,7 @@ class Labels {
   template <class Fn>
   void Scan(Fn fn) const;
 
-  std::string data_;
-  uint32_t count_ = 0;
+  CompactString data_;
 };
 
 /// A node taint (`spec.taints[]`).
@@ -79,15 +77,15 @@ inline bool IsTerminal(PodPhase phase) {
 /// What berth keeps of a Kubernetes Pod: identity, placement, priority, the labels and
 /// annotations berth's policies read, and the effective request (see EffectiveRequest).
 struct Pod {
-  std::string uid;
-  std::string ns;
-  std::string name;
-  std::string scheduler_name = "default-scheduler";
-  std::string node_name;       // spec.nodeName; empty while not bound
-  std::string nominated_node;  // status.nominatedNodeName
+  CompactString uid;
+  CompactString ns;
+  CompactString name;
+  CompactString scheduler_name = "default-scheduler";
+  CompactString node_name;       // spec.nodeName; empty while not bound
+  CompactString nominated_node;  // status.nominatedNodeName
   PodPhase phase = PodPhase::kPending;
   int32_t priority = 0;
-  std::string priority_class;
+  CompactString priority_class;
   absl::Time creation = absl::InfinitePast();
   bool terminating = false;  // metadata.deletionTimestamp is set
   Labels labels;             // only the keys berth reads (see IsBerthKey)
@@ -99,7 +97,7 @@ struct Pod {
   std::vector<std::pair<std::string, int64_t>> unknown_requests;
 
   /// "namespace/name".
-  std::string Key() const { return ns + "/" + name; }
+  std::string Key() const;
 };
 
 /// True for label and annotation keys berth's policies read. The model keeps only these, so

@@ -400,7 +400,7 @@ absl::StatusOr<core::ModelEvent> DecodeObjectEvent(simdjson::dom::object obj, bo
   if (**kind == "Pod") {
     absl::StatusOr<core::Pod> pod = DecodePod(obj, names, path);
     if (!pod.ok()) return pod.status();
-    if (deleted) return core::ModelEvent(core::PodDelete{pod->uid, pod->ns, pod->name});
+    if (deleted) return core::ModelEvent(core::PodDelete{pod->uid.str(), pod->ns.str(), pod->name.str()});
     return core::ModelEvent(core::PodUpsert{*std::move(pod)});
   }
   return FieldError(path.Field("kind"),

@@ -416,8 +416,8 @@ Reply Service::DebugPods(bool text, bool all) const {
     for (const Row& r : rows) {
       const core::Pod& pod = r.p->pod;
       std::string gang = GangOf(pod);
-      t.AddRow({pod.ns, pod.name, std::string(core::PodPhaseName(pod.phase)),
-                pod.node_name.empty() ? (r.bind.empty() ? "-" : r.bind) : pod.node_name,
+      t.AddRow({pod.ns.str(), pod.name.str(), std::string(core::PodPhaseName(pod.phase)),
+                pod.node_name.empty() ? (r.bind.empty() ? "-" : r.bind) : pod.node_name.str(),
                 PoolOf(pod), QueueOf(pod), gang.empty() ? "-" : gang, "no",
                 r.admitted ? "yes" : "no", StrCat(pod.priority), pod.request.DebugString(names)});
     }
@@ -458,7 +458,8 @@ Reply Service::DebugSnapshot(bool text) const {
     TextTable t({"KIND", "NAMESPACE", "NAME", "NODE", "PHASE"});
     for (const auto* n : nodes) t.AddRow({"Node", "-", n->node.name, "-", "-"});
     for (const auto* p : pods) {
-      t.AddRow({"Pod", p->pod.ns, p->pod.name, p->pod.node_name.empty() ? "-" : p->pod.node_name,
+      t.AddRow({"Pod", p->pod.ns.str(), p->pod.name.str(),
+                p->pod.node_name.empty() ? "-" : p->pod.node_name.str(),
                 std::string(core::PodPhaseName(p->pod.phase))});
     }
     return TextReply(t.Render());

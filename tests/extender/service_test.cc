@@ -592,7 +592,8 @@ TEST_CASE("service: the embedded demo cluster loads with pools of GPU and CPU no
     CHECK_FALSE(DebugNode(h.service(), node)["used"].empty());
   }
   // /debug/nodes shows a full topology path for every GPU node.
-  for (const Json& n : Ok(h.service().DebugNodes(false))["nodes"]) {
+  const Json debug_nodes = Ok(h.service().DebugNodes(false));
+  for (const Json& n : debug_nodes["nodes"]) {
     if (!n["allocatable"].contains("nvidia.com/gpu")) continue;
     for (const Json& level : n["topology"]) CHECK(level != "-");
   }
