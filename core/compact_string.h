@@ -108,7 +108,7 @@ class CompactString {
     SetInline(0);
   }
 
-  char buf_[15];
+  char buf_[15] = {};  // zeroed so copies of the unused inline bytes are defined
   uint8_t tag_;  ///< inline length (0..15), or kHeapTag
 };
 

@@ -156,7 +156,8 @@ Reply Service::Filter(std::string_view body) {
   std::vector<policy::NodeVerdict> verdicts;
   {
     auto view = model_->Read();
-    const policy::CycleContext ctx{.state = *view, .pod = args->pod, .now = clock_->Now()};
+    const policy::CycleContext ctx{
+        .state = *view, .pod = args->pod, .now = clock_->Now(), .explain = false};
     verdicts = pipeline_->Filter(ctx, args->node_names);
   }
   if (spdlog::should_log(spdlog::level::debug)) {
@@ -176,7 +177,8 @@ Reply Service::Prioritize(std::string_view body) {
   std::vector<int64_t> scores;
   {
     auto view = model_->Read();
-    const policy::CycleContext ctx{.state = *view, .pod = args->pod, .now = clock_->Now()};
+    const policy::CycleContext ctx{
+        .state = *view, .pod = args->pod, .now = clock_->Now(), .explain = false};
     scores = pipeline_->Score(ctx, args->node_names);
   }
   spdlog::debug("prioritize pod={}/{} candidates={}", args->pod.ns, args->pod.name, scores.size());
@@ -247,7 +249,8 @@ Reply Service::Preempt(std::string_view body) {
   std::vector<MetaVictims> out;
   {
     auto view = model_->Read();
-    const policy::CycleContext ctx{.state = *view, .pod = args->pod, .now = clock_->Now()};
+    const policy::CycleContext ctx{
+        .state = *view, .pod = args->pod, .now = clock_->Now(), .explain = false};
     std::vector<policy::NodeVictims> proposal;
     proposal.reserve(args->candidates.size());
     for (const PreemptionCandidate& c : args->candidates) {

@@ -19,6 +19,10 @@ struct CycleContext {
   const core::ClusterState& state;
   const core::Pod& pod;
   absl::Time now;
+  /// Fill NodeVerdict::detail (per-node numbers). The hot verbs turn it off: kube-scheduler
+  /// only reads the node-independent message, and building hundreds of detail strings per call
+  /// would cost more than the decision itself.
+  bool explain = true;
 };
 
 /// Per-node filter. Called once per candidate node; must be pure and thread-safe.

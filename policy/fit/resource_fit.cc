@@ -9,7 +9,8 @@
 namespace berth::policy {
 
 NodeVerdict CheckFit(const core::ResourceNames& names, const core::ResourceVector& request,
-                     const core::NodeState& node, const core::ResourceVector* extra_free) {
+                     const core::NodeState& node, const core::ResourceVector* extra_free,
+                     bool explain) {
   NodeVerdict v;
   std::string short_names;
   std::string requests;
@@ -29,6 +30,7 @@ NodeVerdict CheckFit(const core::ResourceNames& names, const core::ResourceVecto
     StrAppend(&short_names, short_names.empty() ? "" : ", ", names.Name(id));
     StrAppend(&requests, requests.empty() ? "" : ", ",
                     core::FormatAmount(names, id, want), " ", names.Name(id));
+    if (!explain) continue;
     StrAppend(&v.detail, v.detail.empty() ? "" : "; ", names.Name(id), ": requested ",
                     core::FormatAmount(names, id, want), ", free ",
                     core::FormatAmount(names, id, have), " (allocatable ",
@@ -64,7 +66,7 @@ NodeVerdict ResourceFitFilter::Filter(const CycleContext& ctx, const core::NodeS
                        .detail = StrCat("the pod requests ", names,
                                         ", which no node in berth's model advertises")};
   }
-  return CheckFit(ctx.state.resources(), ctx.pod.request, node);
+  return CheckFit(ctx.state.resources(), ctx.pod.request, node, nullptr, ctx.explain);
 }
 
 bool ResourceFitPreempt::Review(const CycleContext& ctx, const core::NodeState& node,
@@ -80,7 +82,7 @@ bool ResourceFitPreempt::Review(const CycleContext& ctx, const core::NodeState& 
       freed.Add(v.known->pod.request);
     }
   }
-  NodeVerdict fit = CheckFit(ctx.state.resources(), ctx.pod.request, node, &freed);
+  NodeVerdict fit = CheckFit(ctx.state.resources(), ctx.pod.request, node, &freed, ctx.explain);
   if (fit.ok()) return true;
   *why = NodeVerdict{.fit = Fit::kUnresolvable,
                      .reason = Reason::kPreemptionNotHelpful,

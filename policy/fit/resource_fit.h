@@ -35,7 +35,9 @@ class ResourceFitPreempt final : public PreemptPolicyInterface {
 /// The resource-fit verdict for `request` on `node`: its free room (allocatable - requested -
 /// in-flight binds) plus `extra_free` (room that evictions would free), if given. Only the
 /// resources the pod requests are looked at, so a fit costs a few compares.
+/// `explain` fills the verdict's detail.
 NodeVerdict CheckFit(const core::ResourceNames& names, const core::ResourceVector& request,
-                     const core::NodeState& node, const core::ResourceVector* extra_free = nullptr);
+                     const core::NodeState& node, const core::ResourceVector* extra_free,
+                     bool explain);
 
 }  // namespace berth::policy

@@ -380,3 +380,30 @@ TEST_CASE_METHOD(PreemptTest, "ResourceFitPreempt: a pod too big for the node", 
 
 }  // namespace
 }  // namespace berth::policy
+
+namespace berth::policy {
+namespace {
+
+TEST_CASE_METHOD(FitTest, "ResourceFit: without explain the verdict and message are the same and detail stays empty",
+                 "[fit]") {
+  Add(MakeNode("n1", 4000, 8 * kGi, 2));
+  Add(MakePod("busy", "n1", 3000, kGi, 1));
+  const core::Pod pod = MakePod("p", "", 2000, kGi, 2);
+  auto view = model_.Read();
+  const core::NodeState* n = view->FindNode("n1");
+  REQUIRE(n != nullptr);
+  const NodeVerdict full =
+      filter_.Filter(CycleContext{.state = *view, .pod = pod, .now = clock_.Now()}, *n);
+  const NodeVerdict fast = filter_.Filter(
+      CycleContext{.state = *view, .pod = pod, .now = clock_.Now(), .explain = false}, *n);
+  CHECK(full.fit == Fit::kUnschedulable);
+  CHECK(fast.fit == full.fit);
+  CHECK(fast.reason == full.reason);
+  CHECK(fast.message == full.message);
+  CHECK(fast.message == "berth: insufficient cpu, nvidia.com/gpu (pod requests 2 cpu, 2 nvidia.com/gpu)");
+  CHECK_THAT(full.detail, Catch::Matchers::Contains("cpu: requested 2, free 1"));
+  CHECK(fast.detail.empty());
+}
+
+}  // namespace
+}  // namespace berth::policy
