@@ -15,6 +15,7 @@
 #include "policy/config.h"
 #include "policy/policy.h"
 #include "policy/verdict.h"
+#include "tests/testing/core_builders.h"
 
 namespace berth::policy {
 namespace {
@@ -24,32 +25,9 @@ using core::kMemory;
 using core::kNvidiaGpu;
 using core::kPods;
 
-constexpr int64_t kGi = int64_t{1} << 30;
-
-core::Node MakeNode(std::string name, int64_t cpu_milli, int64_t memory, int64_t gpus = 0) {
-  core::Node n;
-  n.name = std::move(name);
-  n.allocatable.Set(kCpu, cpu_milli);
-  n.allocatable.Set(kMemory, memory);
-  n.allocatable.Set(kPods, 110);
-  n.allocatable.Set(kNvidiaGpu, gpus);
-  return n;
-}
-
-core::Pod MakePod(std::string uid, std::string node, int64_t cpu_milli, int64_t memory,
-                  int64_t gpus = 0) {
-  core::Pod p;
-  p.uid = uid;
-  p.ns = "default";
-  p.name = "pod-" + uid;
-  p.node_name = std::move(node);
-  p.phase = p.node_name.empty() ? core::PodPhase::kPending : core::PodPhase::kRunning;
-  p.request.Set(kCpu, cpu_milli);
-  p.request.Set(kMemory, memory);
-  p.request.Set(kNvidiaGpu, gpus);
-  p.request.Set(kPods, 1);
-  return p;
-}
+using testing::kGi;
+using testing::CoreNode;
+using testing::CorePod;
 
 class BinpackTest {
  protected:
@@ -80,10 +58,10 @@ class BinpackTest {
 TEST_CASE_METHOD(BinpackTest, "Binpack prefers the node the pod fills best", "[binpack]") {
   auto s = Make();
   CHECK(s->Name() == "binpack");
-  Add(MakeNode("half-full", 4000, 16 * kGi));
-  Add(MakeNode("empty-big", 8000, 32 * kGi));
-  Add(MakePod("a", "half-full", 2000, 8 * kGi));
-  const core::Pod pod = MakePod("p", "", 1000, 4 * kGi);
+  Add(CoreNode("half-full", 4000, 16 * kGi));
+  Add(CoreNode("empty-big", 8000, 32 * kGi));
+  Add(CorePod("a", "half-full", 2000, 8 * kGi));
+  const core::Pod pod = CorePod("p", "", 1000, 4 * kGi);
 
   // half-full: cpu (2000+1000)/4000 = 0.75, memory 12/16 = 0.75 -> 7.5 -> rounds to 8.
   CHECK(Eval(*s, pod, "half-full") == std::make_pair<int64_t, int64_t>(75000, 8));
@@ -94,19 +72,19 @@ TEST_CASE_METHOD(BinpackTest, "Binpack prefers the node the pod fills best", "[b
 TEST_CASE_METHOD(BinpackTest, "Binpack: a pod that fills the node exactly scores 10",
                  "[binpack]") {
   auto s = Make();
-  Add(MakeNode("n1", 2000, 4 * kGi));
-  CHECK(Eval(*s, MakePod("p", "", 2000, 4 * kGi), "n1") ==
+  Add(CoreNode("n1", 2000, 4 * kGi));
+  CHECK(Eval(*s, CorePod("p", "", 2000, 4 * kGi), "n1") ==
         std::make_pair<int64_t, int64_t>(100000, 10));
   // Nothing requested on an empty node scores 0.
-  CHECK(Eval(*s, MakePod("p", "", 0, 0), "n1") == std::make_pair<int64_t, int64_t>(0, 0));
+  CHECK(Eval(*s, CorePod("p", "", 0, 0), "n1") == std::make_pair<int64_t, int64_t>(0, 0));
 }
 
 TEST_CASE_METHOD(BinpackTest, "Binpack: a CPU-only pod scores an idle GPU node lower",
                  "[binpack]") {
   auto s = Make();  // cpu 1, memory 1, nvidia.com/gpu 4
-  Add(MakeNode("gpu", 4000, 16 * kGi, 8));
-  Add(MakeNode("cpu", 4000, 16 * kGi));
-  const core::Pod pod = MakePod("p", "", 2000, 8 * kGi);
+  Add(CoreNode("gpu", 4000, 16 * kGi, 8));
+  Add(CoreNode("cpu", 4000, 16 * kGi));
+  const core::Pod pod = CorePod("p", "", 2000, 8 * kGi);
 
   // gpu: (0.5*1 + 0.5*1 + 0*4) / 6 = 1/6 -> 16666 (truncated), score 2.
   CHECK(Eval(*s, pod, "gpu") == std::make_pair<int64_t, int64_t>(16666, 2));
@@ -114,7 +92,7 @@ TEST_CASE_METHOD(BinpackTest, "Binpack: a CPU-only pod scores an idle GPU node l
   CHECK(Eval(*s, pod, "cpu") == std::make_pair<int64_t, int64_t>(50000, 5));
 
   // A GPU pod filling the GPU node's GPUs scores it high.
-  const core::Pod gpu_pod = MakePod("g", "", 2000, 8 * kGi, 8);
+  const core::Pod gpu_pod = CorePod("g", "", 2000, 8 * kGi, 8);
   // (0.5 + 0.5 + 1*4) / 6 = 5/6 -> 83333, score 8.
   CHECK(Eval(*s, gpu_pod, "gpu") == std::make_pair<int64_t, int64_t>(83333, 8));
 }
@@ -122,10 +100,10 @@ TEST_CASE_METHOD(BinpackTest, "Binpack: a CPU-only pod scores an idle GPU node l
 TEST_CASE_METHOD(BinpackTest, "Binpack counts requested, in-flight and the pod itself",
                  "[binpack]") {
   auto s = Make(BinpackConfig{.weights = {{"cpu", 1}}});
-  Add(MakeNode("n1", 10000, 16 * kGi));
-  Add(MakePod("bound", "n1", 2000, 0));
-  Add(MakePod("inflight", "", 3000, 0));
-  const core::Pod pod = MakePod("p", "", 1000, 0);
+  Add(CoreNode("n1", 10000, 16 * kGi));
+  Add(CorePod("bound", "n1", 2000, 0));
+  Add(CorePod("inflight", "", 3000, 0));
+  const core::Pod pod = CorePod("p", "", 1000, 0);
 
   CHECK(Eval(*s, pod, "n1") == std::make_pair<int64_t, int64_t>(30000, 3));  // (2+1)/10
   REQUIRE(*model_.Assume("inflight", "n1", nullptr));
@@ -136,42 +114,42 @@ TEST_CASE_METHOD(BinpackTest, "Binpack counts requested, in-flight and the pod i
 }
 
 TEST_CASE_METHOD(BinpackTest, "Binpack: exact scores with custom weights", "[binpack]") {
-  Add(MakeNode("n3", 3000, 4 * kGi));
-  Add(MakeNode("n4", 4000, 4 * kGi));
+  Add(CoreNode("n3", 3000, 4 * kGi));
+  Add(CoreNode("n4", 4000, 4 * kGi));
 
   SECTION("shares truncate to 1/10000, scores round half up") {
     auto s = Make(BinpackConfig{.weights = {{"cpu", 1}}});
     // 1000/3000 -> 3333 -> 33330 -> 3.
-    CHECK(Eval(*s, MakePod("p", "", 1000, 0), "n3") ==
+    CHECK(Eval(*s, CorePod("p", "", 1000, 0), "n3") ==
           std::make_pair<int64_t, int64_t>(33330, 3));
     // 2000/3000 -> 6666 -> 66660 -> 7.
-    CHECK(Eval(*s, MakePod("p", "", 2000, 0), "n3") ==
+    CHECK(Eval(*s, CorePod("p", "", 2000, 0), "n3") ==
           std::make_pair<int64_t, int64_t>(66660, 7));
     // 1000/4000 -> 2500 -> 25000 -> exactly 2.5 rounds to 3.
-    CHECK(Eval(*s, MakePod("p", "", 1000, 0), "n4") ==
+    CHECK(Eval(*s, CorePod("p", "", 1000, 0), "n4") ==
           std::make_pair<int64_t, int64_t>(25000, 3));
     // 980/4000 -> 2450 -> 24500 -> 2.
-    CHECK(Eval(*s, MakePod("p", "", 980, 0), "n4") ==
+    CHECK(Eval(*s, CorePod("p", "", 980, 0), "n4") ==
           std::make_pair<int64_t, int64_t>(24500, 2));
   }
   SECTION("weights") {
     auto s = Make(BinpackConfig{.weights = {{"cpu", 3}, {"memory", 1}}});
     // cpu 4000/4000 = 1, memory 1/4 -> (3*10000 + 2500) * 10 / 4 = 81250 -> 8.
-    CHECK(Eval(*s, MakePod("p", "", 4000, kGi), "n4") ==
+    CHECK(Eval(*s, CorePod("p", "", 4000, kGi), "n4") ==
           std::make_pair<int64_t, int64_t>(81250, 8));
   }
   SECTION("a zero weight leaves the resource out") {
     auto s = Make(BinpackConfig{.weights = {{"cpu", 1}, {"memory", 0}}});
-    CHECK(Eval(*s, MakePod("p", "", 1000, 4 * kGi), "n4") ==
+    CHECK(Eval(*s, CorePod("p", "", 1000, 4 * kGi), "n4") ==
           std::make_pair<int64_t, int64_t>(25000, 3));
   }
   SECTION("an extended resource") {
     const core::ResourceId foo = *model_.resources().Intern("example.com/foo");
-    core::Node n = MakeNode("foo", 4000, 4 * kGi);
+    core::Node n = CoreNode("foo", 4000, 4 * kGi);
     n.allocatable.Set(foo, 4);
     Add(n);
     auto s = Make(BinpackConfig{.weights = {{"example.com/foo", 1}}});
-    core::Pod pod = MakePod("p", "", 4000, 4 * kGi);
+    core::Pod pod = CorePod("p", "", 4000, 4 * kGi);
     pod.request.Set(foo, 1);
     CHECK(Eval(*s, pod, "foo") == std::make_pair<int64_t, int64_t>(25000, 3));
     // A node without the resource has nothing to score.
@@ -182,21 +160,21 @@ TEST_CASE_METHOD(BinpackTest, "Binpack: exact scores with custom weights", "[bin
 TEST_CASE_METHOD(BinpackTest, "Binpack: the score stays within [0, 10]", "[binpack]") {
   auto s = Make();
   SECTION("an over-committed node") {
-    Add(MakeNode("n1", 4000, 4 * kGi));
-    Add(MakePod("a", "n1", 6000, 8 * kGi));
-    CHECK(Eval(*s, MakePod("p", "", 1000, kGi), "n1") ==
+    Add(CoreNode("n1", 4000, 4 * kGi));
+    Add(CorePod("a", "n1", 6000, 8 * kGi));
+    CHECK(Eval(*s, CorePod("p", "", 1000, kGi), "n1") ==
           std::make_pair<int64_t, int64_t>(100000, 10));
   }
   SECTION("a request at the int64 bound") {
-    Add(MakeNode("n1", 4000, 4 * kGi));
-    Add(MakePod("a", "n1", 2000, 0));
+    Add(CoreNode("n1", 4000, 4 * kGi));
+    Add(CorePod("a", "n1", 2000, 0));
     const int64_t max = std::numeric_limits<int64_t>::max();
-    CHECK(Eval(*s, MakePod("p", "", max, max), "n1") ==
+    CHECK(Eval(*s, CorePod("p", "", max, max), "n1") ==
           std::make_pair<int64_t, int64_t>(100000, 10));
   }
   SECTION("negative usage counts as none") {
-    Add(MakeNode("n1", 4000, 4 * kGi));
-    CHECK(Eval(*s, MakePod("p", "", -1000, -kGi), "n1") ==
+    Add(CoreNode("n1", 4000, 4 * kGi));
+    CHECK(Eval(*s, CorePod("p", "", -1000, -kGi), "n1") ==
           std::make_pair<int64_t, int64_t>(0, 0));
   }
   SECTION("a node that advertises none of the weighted resources") {
@@ -204,7 +182,7 @@ TEST_CASE_METHOD(BinpackTest, "Binpack: the score stays within [0, 10]", "[binpa
     bare.name = "bare";
     bare.allocatable.Set(kPods, 10);
     Add(bare);
-    CHECK(Eval(*s, MakePod("p", "", 1000, kGi), "bare") ==
+    CHECK(Eval(*s, CorePod("p", "", 1000, kGi), "bare") ==
           std::make_pair<int64_t, int64_t>(0, 0));
   }
 }
@@ -227,12 +205,12 @@ TEST_CASE_METHOD(BinpackTest, "Binpack weight validation", "[binpack]") {
 
   // The bounds themselves are fine.
   auto s = Make(BinpackConfig{.weights = {{"cpu", 0}, {"memory", 1000}}});
-  Add(MakeNode("n1", 4000, 4 * kGi));
-  CHECK(Eval(*s, MakePod("p", "", 4000, kGi), "n1") ==
+  Add(CoreNode("n1", 4000, 4 * kGi));
+  CHECK(Eval(*s, CorePod("p", "", 4000, kGi), "n1") ==
         std::make_pair<int64_t, int64_t>(25000, 3));
   // No weights at all: every node scores 0.
   auto none = Make(BinpackConfig{.weights = {}});
-  CHECK(Eval(*none, MakePod("p", "", 4000, kGi), "n1") ==
+  CHECK(Eval(*none, CorePod("p", "", 4000, kGi), "n1") ==
         std::make_pair<int64_t, int64_t>(0, 0));
 }
 

@@ -11,6 +11,7 @@
 #include "core/resources.h"
 #include "policy/policy.h"
 #include "policy/verdict.h"
+#include "tests/testing/core_builders.h"
 
 namespace berth::policy {
 namespace {
@@ -20,34 +21,9 @@ using core::kMemory;
 using core::kNvidiaGpu;
 using core::kPods;
 
-constexpr int64_t kGi = int64_t{1} << 30;
-
-core::Node MakeNode(std::string name, int64_t cpu_milli, int64_t memory, int64_t gpus = 0,
-                    int64_t pods = 110) {
-  core::Node n;
-  n.name = std::move(name);
-  n.allocatable.Set(kCpu, cpu_milli);
-  n.allocatable.Set(kMemory, memory);
-  n.allocatable.Set(kPods, pods);
-  n.allocatable.Set(kNvidiaGpu, gpus);
-  n.capacity = n.allocatable;
-  return n;
-}
-
-core::Pod MakePod(std::string uid, std::string node, int64_t cpu_milli, int64_t memory,
-                  int64_t gpus = 0) {
-  core::Pod p;
-  p.uid = uid;
-  p.ns = "default";
-  p.name = "pod-" + uid;
-  p.node_name = std::move(node);
-  p.phase = p.node_name.empty() ? core::PodPhase::kPending : core::PodPhase::kRunning;
-  p.request.Set(kCpu, cpu_milli);
-  p.request.Set(kMemory, memory);
-  p.request.Set(kNvidiaGpu, gpus);
-  p.request.Set(kPods, 1);
-  return p;
-}
+using testing::kGi;
+using testing::CoreNode;
+using testing::CorePod;
 
 class FitTest {
  protected:
@@ -91,10 +67,10 @@ class FitTest {
 // ---- filter -------------------------------------------------------------------------------------
 
 TEST_CASE_METHOD(FitTest, "ResourceFit: a pod that fits passes", "[fit]") {
-  Add(MakeNode("n1", 4000, 8 * kGi));
-  Add(MakePod("other", "n1", 1000, 2 * kGi));
+  Add(CoreNode("n1", 4000, 8 * kGi));
+  Add(CorePod("other", "n1", 1000, 2 * kGi));
 
-  const NodeVerdict v = Filter(MakePod("p", "", 1000, kGi), "n1");
+  const NodeVerdict v = Filter(CorePod("p", "", 1000, kGi), "n1");
   CHECK(v.ok());
   CHECK(v.fit == Fit::kFit);
   CHECK(v.reason == Reason::kNone);
@@ -102,16 +78,16 @@ TEST_CASE_METHOD(FitTest, "ResourceFit: a pod that fits passes", "[fit]") {
   CHECK(v.detail.empty());
 
   // Exactly the free room fits too.
-  CHECK(Filter(MakePod("p", "", 3000, 6 * kGi), "n1").ok());
-  CHECK(Filter(MakePod("p", "", 3001, 6 * kGi), "n1").fit == Fit::kUnschedulable);
+  CHECK(Filter(CorePod("p", "", 3000, 6 * kGi), "n1").ok());
+  CHECK(Filter(CorePod("p", "", 3001, 6 * kGi), "n1").fit == Fit::kUnschedulable);
 }
 
 TEST_CASE_METHOD(FitTest, "ResourceFit: too little free room is unschedulable", "[fit]") {
-  Add(MakeNode("n1", 4000, 8 * kGi));
-  Add(MakeNode("n2", 4000, 8 * kGi));
-  Add(MakePod("a", "n1", 3500, kGi));
-  Add(MakePod("b", "n2", 3800, kGi));
-  const core::Pod pod = MakePod("p", "", 1000, kGi);
+  Add(CoreNode("n1", 4000, 8 * kGi));
+  Add(CoreNode("n2", 4000, 8 * kGi));
+  Add(CorePod("a", "n1", 3500, kGi));
+  Add(CorePod("b", "n2", 3800, kGi));
+  const core::Pod pod = CorePod("p", "", 1000, kGi);
 
   const NodeVerdict v1 = Filter(pod, "n1");
   const NodeVerdict v2 = Filter(pod, "n2");
@@ -133,10 +109,10 @@ TEST_CASE_METHOD(FitTest, "ResourceFit: too little free room is unschedulable", 
 }
 
 TEST_CASE_METHOD(FitTest, "ResourceFit: a request above allocatable is unresolvable", "[fit]") {
-  Add(MakeNode("n1", 4000, 8 * kGi));
-  Add(MakeNode("n2", 2000, 8 * kGi));
-  Add(MakePod("a", "n1", 3500, kGi));
-  const core::Pod pod = MakePod("p", "", 8000, kGi);
+  Add(CoreNode("n1", 4000, 8 * kGi));
+  Add(CoreNode("n2", 2000, 8 * kGi));
+  Add(CorePod("a", "n1", 3500, kGi));
+  const core::Pod pod = CorePod("p", "", 8000, kGi);
 
   const NodeVerdict v1 = Filter(pod, "n1");
   const NodeVerdict v2 = Filter(pod, "n2");
@@ -155,11 +131,11 @@ TEST_CASE_METHOD(FitTest, "ResourceFit: a request above allocatable is unresolva
 }
 
 TEST_CASE_METHOD(FitTest, "ResourceFit names every short resource in id order", "[fit]") {
-  Add(MakeNode("n1", 4000, 8 * kGi, /*gpus=*/8));
-  Add(MakePod("a", "n1", 3500, 6 * kGi, 4));
+  Add(CoreNode("n1", 4000, 8 * kGi, /*gpus=*/8));
+  Add(CorePod("a", "n1", 3500, 6 * kGi, 4));
 
   SECTION("several insufficient resources") {
-    const NodeVerdict v = Filter(MakePod("p", "", 1000, 4 * kGi, 2), "n1");
+    const NodeVerdict v = Filter(CorePod("p", "", 1000, 4 * kGi, 2), "n1");
     CHECK(v.fit == Fit::kUnschedulable);
     CHECK(v.reason == Reason::kInsufficientResource);
     CHECK(v.message == "berth: insufficient cpu, memory (pod requests 1 cpu, 4Gi memory)");
@@ -169,7 +145,7 @@ TEST_CASE_METHOD(FitTest, "ResourceFit names every short resource in id order", 
           "in-flight binds 0): short by 2Gi");
   }
   SECTION("one resource beyond allocatable makes the whole verdict unresolvable") {
-    const NodeVerdict v = Filter(MakePod("p", "", 1000, kGi, 16), "n1");
+    const NodeVerdict v = Filter(CorePod("p", "", 1000, kGi, 16), "n1");
     CHECK(v.fit == Fit::kUnresolvable);
     CHECK(v.reason == Reason::kExceedsAllocatable);
     CHECK(v.message ==
@@ -177,7 +153,7 @@ TEST_CASE_METHOD(FitTest, "ResourceFit names every short resource in id order", 
           "(pod requests 1 cpu, 16 nvidia.com/gpu)");
   }
   SECTION("order does not depend on which is unresolvable") {
-    const NodeVerdict v = Filter(MakePod("p", "", 8000, kGi, 6), "n1");
+    const NodeVerdict v = Filter(CorePod("p", "", 8000, kGi, 6), "n1");
     CHECK(v.fit == Fit::kUnresolvable);
     CHECK(v.message ==
           "berth: node too small for the pod's cpu, nvidia.com/gpu "
@@ -186,11 +162,11 @@ TEST_CASE_METHOD(FitTest, "ResourceFit names every short resource in id order", 
 }
 
 TEST_CASE_METHOD(FitTest, "ResourceFit: nvidia.com/gpu is an ordinary counted resource", "[fit]") {
-  Add(MakeNode("gpu", 64000, 256 * kGi, /*gpus=*/4));
-  Add(MakePod("a", "gpu", 1000, kGi, 3));
+  Add(CoreNode("gpu", 64000, 256 * kGi, /*gpus=*/4));
+  Add(CorePod("a", "gpu", 1000, kGi, 3));
 
-  CHECK(Filter(MakePod("p", "", 1000, kGi, 1), "gpu").ok());
-  const NodeVerdict v = Filter(MakePod("p", "", 1000, kGi, 2), "gpu");
+  CHECK(Filter(CorePod("p", "", 1000, kGi, 1), "gpu").ok());
+  const NodeVerdict v = Filter(CorePod("p", "", 1000, kGi, 2), "gpu");
   CHECK(v.fit == Fit::kUnschedulable);
   CHECK(v.reason == Reason::kInsufficientResource);
   CHECK(v.message == "berth: insufficient nvidia.com/gpu (pod requests 2 nvidia.com/gpu)");
@@ -198,7 +174,7 @@ TEST_CASE_METHOD(FitTest, "ResourceFit: nvidia.com/gpu is an ordinary counted re
         "nvidia.com/gpu: requested 2, free 1 (allocatable 4, used 3, in-flight binds 0): "
         "short by 1");
 
-  const NodeVerdict never = Filter(MakePod("p", "", 1000, kGi, 5), "gpu");
+  const NodeVerdict never = Filter(CorePod("p", "", 1000, kGi, 5), "gpu");
   CHECK(never.fit == Fit::kUnresolvable);
   CHECK(never.message ==
         "berth: node too small for the pod's nvidia.com/gpu (pod requests 5 nvidia.com/gpu)");
@@ -206,15 +182,15 @@ TEST_CASE_METHOD(FitTest, "ResourceFit: nvidia.com/gpu is an ordinary counted re
 
 TEST_CASE_METHOD(FitTest, "ResourceFit: extended resources such as example.com/foo", "[fit]") {
   const core::ResourceId foo = Id("example.com/foo");
-  core::Node n = MakeNode("n1", 4000, 8 * kGi);
+  core::Node n = CoreNode("n1", 4000, 8 * kGi);
   n.allocatable.Set(foo, 2);
   Add(n);
 
-  core::Pod pod = MakePod("p", "", 100, 0);
+  core::Pod pod = CorePod("p", "", 100, 0);
   pod.request.Set(foo, 2);
   CHECK(Filter(pod, "n1").ok());
 
-  core::Pod holder = MakePod("h", "n1", 100, 0);
+  core::Pod holder = CorePod("h", "n1", 100, 0);
   holder.request.Set(foo, 1);
   Add(holder);
   const NodeVerdict short_v = Filter(pod, "n1");
@@ -231,10 +207,10 @@ TEST_CASE_METHOD(FitTest, "ResourceFit: extended resources such as example.com/f
 }
 
 TEST_CASE_METHOD(FitTest, "ResourceFit: a resource the node does not advertise", "[fit]") {
-  Add(MakeNode("cpu-only", 4000, 8 * kGi));
+  Add(CoreNode("cpu-only", 4000, 8 * kGi));
   const core::ResourceId bar = Id("example.com/bar");
 
-  core::Pod pod = MakePod("p", "", 100, 0);
+  core::Pod pod = CorePod("p", "", 100, 0);
   pod.request.Set(bar, 1);
   const NodeVerdict v = Filter(pod, "cpu-only");
   CHECK(v.fit == Fit::kUnresolvable);
@@ -245,7 +221,7 @@ TEST_CASE_METHOD(FitTest, "ResourceFit: a resource the node does not advertise",
         "example.com/bar: requested 1, free 0 (allocatable 0, used 0, in-flight binds 0): "
         "exceeds allocatable");
 
-  const NodeVerdict gpu = Filter(MakePod("g", "", 100, 0, 1), "cpu-only");
+  const NodeVerdict gpu = Filter(CorePod("g", "", 100, 0, 1), "cpu-only");
   CHECK(gpu.fit == Fit::kUnresolvable);
   CHECK(gpu.message ==
         "berth: node too small for the pod's nvidia.com/gpu (pod requests 1 nvidia.com/gpu)");
@@ -254,41 +230,41 @@ TEST_CASE_METHOD(FitTest, "ResourceFit: a resource the node does not advertise",
 TEST_CASE_METHOD(FitTest, "ResourceFit: only requested resources are compared", "[fit]") {
   // An over-committed node (bound pods of other schedulers can do that) still takes a pod that
   // asks for nothing it lacks.
-  Add(MakeNode("n1", 4000, 8 * kGi));
-  Add(MakePod("big", "n1", 6000, kGi));
-  CHECK(Filter(MakePod("p", "", 0, kGi), "n1").ok());
-  const NodeVerdict v = Filter(MakePod("q", "", 1, 0), "n1");
+  Add(CoreNode("n1", 4000, 8 * kGi));
+  Add(CorePod("big", "n1", 6000, kGi));
+  CHECK(Filter(CorePod("p", "", 0, kGi), "n1").ok());
+  const NodeVerdict v = Filter(CorePod("q", "", 1, 0), "n1");
   CHECK(v.fit == Fit::kUnschedulable);
   CHECK(v.detail ==
         "cpu: requested 1m, free -2 (allocatable 4, used 6, in-flight binds 0): short by 2001m");
 }
 
 TEST_CASE_METHOD(FitTest, "ResourceFit: every pod takes a pod slot", "[fit]") {
-  Add(MakeNode("n1", 4000, 8 * kGi, 0, /*pods=*/2));
-  Add(MakeNode("no-slots", 4000, 8 * kGi, 0, /*pods=*/0));
-  Add(MakePod("a", "n1", 100, 0));
-  CHECK(Filter(MakePod("p", "", 100, 0), "n1").ok());
-  Add(MakePod("b", "n1", 100, 0));
-  const NodeVerdict v = Filter(MakePod("p", "", 100, 0), "n1");
+  Add(CoreNode("n1", 4000, 8 * kGi, 0, /*pods=*/2));
+  Add(CoreNode("no-slots", 4000, 8 * kGi, 0, /*pods=*/0));
+  Add(CorePod("a", "n1", 100, 0));
+  CHECK(Filter(CorePod("p", "", 100, 0), "n1").ok());
+  Add(CorePod("b", "n1", 100, 0));
+  const NodeVerdict v = Filter(CorePod("p", "", 100, 0), "n1");
   CHECK(v.fit == Fit::kUnschedulable);
   CHECK(v.message == "berth: insufficient pods (pod requests 1 pods)");
-  CHECK(Filter(MakePod("p", "", 100, 0), "no-slots").fit == Fit::kUnresolvable);
+  CHECK(Filter(CorePod("p", "", 100, 0), "no-slots").fit == Fit::kUnresolvable);
 }
 
 TEST_CASE_METHOD(FitTest, "ResourceFit: terminal pods free their room", "[fit]") {
-  Add(MakeNode("n1", 4000, 8 * kGi));
-  core::Pod done = MakePod("done", "n1", 4000, kGi);
+  Add(CoreNode("n1", 4000, 8 * kGi));
+  core::Pod done = CorePod("done", "n1", 4000, kGi);
   Add(done);
-  CHECK(Filter(MakePod("p", "", 1000, kGi), "n1").fit == Fit::kUnschedulable);
+  CHECK(Filter(CorePod("p", "", 1000, kGi), "n1").fit == Fit::kUnschedulable);
   done.phase = core::PodPhase::kSucceeded;
   Add(done);
-  CHECK(Filter(MakePod("p", "", 1000, kGi), "n1").ok());
+  CHECK(Filter(CorePod("p", "", 1000, kGi), "n1").ok());
 }
 
 TEST_CASE_METHOD(FitTest, "ResourceFit: in-flight binds count", "[fit]") {
-  Add(MakeNode("n1", 4000, 8 * kGi));
-  Add(MakePod("a", "", 3000, kGi));  // pending
-  const core::Pod pod = MakePod("p", "", 2000, kGi);
+  Add(CoreNode("n1", 4000, 8 * kGi));
+  Add(CorePod("a", "", 3000, kGi));  // pending
+  const core::Pod pod = CorePod("p", "", 2000, kGi);
   CHECK(Filter(pod, "n1").ok());
 
   REQUIRE(*model_.Assume("a", "n1", nullptr));
@@ -308,15 +284,15 @@ TEST_CASE_METHOD(FitTest, "ResourceFit: in-flight binds count", "[fit]") {
 class PreemptTest : public FitTest {
  protected:
   PreemptTest() {
-    Add(MakeNode("n1", 4000, 8 * kGi));
-    Add(MakeNode("n2", 4000, 8 * kGi));
-    Add(MakePod("v1", "n1", 2000, kGi));
-    Add(MakePod("v2", "n1", 1500, kGi));
-    Add(MakePod("far", "n2", 4000, kGi));
-    Add(MakePod("pending", "", 3000, kGi));
+    Add(CoreNode("n1", 4000, 8 * kGi));
+    Add(CoreNode("n2", 4000, 8 * kGi));
+    Add(CorePod("v1", "n1", 2000, kGi));
+    Add(CorePod("v2", "n1", 1500, kGi));
+    Add(CorePod("far", "n2", 4000, kGi));
+    Add(CorePod("pending", "", 3000, kGi));
   }
   // Free on n1: 500m cpu. The preemptor needs 3 cpu.
-  const core::Pod preemptor_ = MakePod("preemptor", "", 3000, kGi);
+  const core::Pod preemptor_ = CorePod("preemptor", "", 3000, kGi);
 };
 
 TEST_CASE_METHOD(PreemptTest, "ResourceFitPreempt keeps a node when the victims free enough",
@@ -373,7 +349,7 @@ TEST_CASE_METHOD(PreemptTest, "ResourceFitPreempt counts in-flight binds against
 
 TEST_CASE_METHOD(PreemptTest, "ResourceFitPreempt: a pod too big for the node", "[fit][preempt]") {
   NodeVerdict why;
-  CHECK_FALSE(Review(MakePod("huge", "", 5000, kGi), "n1", {"v1", "v2"}, &why));
+  CHECK_FALSE(Review(CorePod("huge", "", 5000, kGi), "n1", {"v1", "v2"}, &why));
   CHECK(why.fit == Fit::kUnresolvable);
   CHECK(why.reason == Reason::kPreemptionNotHelpful);
 }
@@ -386,9 +362,9 @@ namespace {
 
 TEST_CASE_METHOD(FitTest, "ResourceFit: without explain the verdict and message are the same and detail stays empty",
                  "[fit]") {
-  Add(MakeNode("n1", 4000, 8 * kGi, 2));
-  Add(MakePod("busy", "n1", 3000, kGi, 1));
-  const core::Pod pod = MakePod("p", "", 2000, kGi, 2);
+  Add(CoreNode("n1", 4000, 8 * kGi, 2));
+  Add(CorePod("busy", "n1", 3000, kGi, 1));
+  const core::Pod pod = CorePod("p", "", 2000, kGi, 2);
   auto view = model_.Read();
   const core::NodeState* n = view->FindNode("n1");
   REQUIRE(n != nullptr);
