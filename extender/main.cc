@@ -130,6 +130,8 @@ int Serve() {
       registry.Build(config.policy, model.resources());
   if (!pipeline.ok()) return Fail(StrCat("policies: ", pipeline.status().message()));
 
+  std::string policies;
+  for (const std::string& m : (*pipeline)->Describe()) StrAppend(&policies, policies.empty() ? "" : " ", m);
   ServiceOptions options{.mode = Mode::kStandalone,
                          .scheduler_name = config.scheduler_name,
                          .topology_levels = config.topology_levels,
@@ -194,11 +196,7 @@ int Serve() {
             << ": " << nodes << " nodes, " << pods << " pods)\n"
             << "try: curl -s '" << url << "/debug/nodes?format=text'\n"
             << std::flush;
-  spdlog::info("serving on {} with policies: {}", url, [&] {
-    std::string s;
-    (void)s;
-    return std::string("ready");
-  }());
+  spdlog::info("serving on {} with policies {}", url, policies);
   server.Run();
   stopping = true;
   housekeeping.join();
