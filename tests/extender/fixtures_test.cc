@@ -18,6 +18,7 @@
 #include "extender/service.h"
 #include "nlohmann/json.hpp"
 #include "tests/testing/builders.h"
+#include "tests/testing/files.h"
 #include "tests/testing/harness.h"
 
 namespace berth::testing {
@@ -35,20 +36,12 @@ struct Fixture {
   int seq = -1;  // capture order (index.json capture_seq)
 };
 
-std::string ReadAll(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  INFO("reading " << path.string());
-  REQUIRE(in.good());
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 // Every *-request-*.json in the fixtures directory, in capture order.
 std::vector<Fixture> LoadFixtures() {
   const fs::path dir(BERTH_FIXTURES_DIR);
   REQUIRE(fs::is_directory(dir));
-  const Json index = Json::parse(ReadAll(dir / "index.json"));
+  const Json index = Json::parse(ReadTestFile(dir / "index.json"));
   std::map<std::string, Json> by_file;
   for (const Json& entry : index) by_file[entry["fixture"].get<std::string>()] = entry;
 
@@ -65,7 +58,7 @@ std::vector<Fixture> LoadFixtures() {
     f.verb = m[1].str();
     f.nodecache = m[2].matched;
     REQUIRE((f.verb == "filter" || f.verb == "prioritize" || f.verb == "bind" || f.verb == "preempt"));
-    f.body = ReadAll(e.path());
+    f.body = ReadTestFile(e.path());
     f.json = Json::parse(f.body);
     REQUIRE(by_file.count(name) == 1);
     CHECK(by_file[name]["verb"] == f.verb);
@@ -277,7 +270,7 @@ TEST_CASE("fixtures: all 17 request files are there - one group per verb", "[fix
   CHECK(per_verb["preempt"] == 3);
   CHECK(per_verb.size() == 4);
   // index.json describes exactly these files.
-  const Json index = Json::parse(ReadAll(fs::path(BERTH_FIXTURES_DIR) / "index.json"));
+  const Json index = Json::parse(ReadTestFile(fs::path(BERTH_FIXTURES_DIR) / "index.json"));
   CHECK(index.size() == 17);
 }
 

@@ -13,17 +13,12 @@
 #include <vector>
 
 #include "tests/testing/builders.h"
+#include "tests/testing/files.h"
 #include "tests/testing/harness.h"
 
 namespace berth::testing {
 namespace {
 
-std::string ReadAll(const std::filesystem::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 // One random edit of a JSON text: flip a byte, delete or duplicate a span, truncate, or splice
 // in a token that changes a value's type or adds nesting.
@@ -89,7 +84,7 @@ TEST_CASE("mutated fixture requests get 200 or a clear 400 and a refused one cha
   for (const auto& entry : std::filesystem::directory_iterator(dir)) {
     const std::string name = entry.path().filename().string();
     if (name.find("-request-") == std::string::npos) continue;
-    seeds.push_back({name.substr(0, name.find('-')), ReadAll(entry.path())});
+    seeds.push_back({name.substr(0, name.find('-')), ReadTestFile(entry.path())});
   }
   REQUIRE(seeds.size() == 17);
 

@@ -20,6 +20,7 @@
 #include "extender/json.h"
 #include "nlohmann/json.hpp"
 #include "tests/testing/builders.h"
+#include "tests/testing/files.h"
 
 namespace berth::extender {
 namespace {
@@ -27,6 +28,7 @@ namespace {
 using berth::testing::Json;
 using berth::testing::MakeNode;
 using berth::testing::MakePod;
+using berth::testing::ReadFixture;
 using core::kCpu;
 using core::kEphemeralStorage;
 using core::kMemory;
@@ -41,15 +43,6 @@ bool Contains(std::string_view haystack, std::string_view needle) {
   return haystack.find(needle) != std::string_view::npos;
 }
 
-std::string ReadFixture(const std::string& name) {
-  const std::filesystem::path path = std::filesystem::path(BERTH_FIXTURES_DIR) / name;
-  std::ifstream in(path, std::ios::binary);
-  INFO("reading " << path.string());
-  REQUIRE(in.good());
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 // Decodes `text` as a pod found at top-level key "Pod" (so paths read "Pod.spec...").
 absl::StatusOr<core::Pod> PodFromText(const std::string& text, core::ResourceNames& names) {

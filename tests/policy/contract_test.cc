@@ -181,6 +181,24 @@ std::vector<int64_t> AllScores(const ScorePolicyInterface& sc, const core::Clust
 
 constexpr int kThreads = 4;
 
+// Runs `compute` (one module's answers for every pod on one view) on kThreads threads at once,
+// 20 rounds each, and checks every thread saw `first`.
+template <class Compute, class Result>
+void CheckSameFromThreads(const Compute& compute, const Result& first) {
+  std::vector<Result> results(kThreads);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int round = 0; round < 20; ++round) {
+        results[t] = compute();
+        if (results[t] != first) return;
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  for (const auto& r : results) CHECK(r == first);
+}
+
 // ---- filters ------------------------------------------------------------------------------------
 
 TEMPLATE_TEST_CASE("Filter contract", "[contract]", BERTH_FILTER_MODULES) {
@@ -216,18 +234,7 @@ TEMPLATE_TEST_CASE("Filter contract", "[contract]", BERTH_FILTER_MODULES) {
     }
   }
   SECTION("thread-safe on one view") {
-    std::vector<std::vector<std::string>> results(kThreads);
-    std::vector<std::thread> threads;
-    for (int t = 0; t < kThreads; ++t) {
-      threads.emplace_back([&, t] {
-        for (int round = 0; round < 20; ++round) {
-          results[t] = AllVerdicts(*module, *view, cluster.pods(), now);
-          if (results[t] != first) return;
-        }
-      });
-    }
-    for (std::thread& t : threads) t.join();
-    for (const auto& r : results) CHECK(r == first);
+    CheckSameFromThreads([&] { return AllVerdicts(*module, *view, cluster.pods(), now); }, first);
   }
   SECTION("the registry builds the same module") {
     PolicyConfig config;
@@ -271,18 +278,7 @@ TEMPLATE_TEST_CASE("Score contract", "[contract]", BERTH_SCORE_MODULES) {
     CHECK(AllScores(*again, *view, cluster.pods(), now) == first);
   }
   SECTION("thread-safe on one view") {
-    std::vector<std::vector<int64_t>> results(kThreads);
-    std::vector<std::thread> threads;
-    for (int t = 0; t < kThreads; ++t) {
-      threads.emplace_back([&, t] {
-        for (int round = 0; round < 20; ++round) {
-          results[t] = AllScores(*module, *view, cluster.pods(), now);
-          if (results[t] != first) return;
-        }
-      });
-    }
-    for (std::thread& t : threads) t.join();
-    for (const auto& r : results) CHECK(r == first);
+    CheckSameFromThreads([&] { return AllScores(*module, *view, cluster.pods(), now); }, first);
   }
   SECTION("the registry builds the same module") {
     PolicyConfig config;
