@@ -53,6 +53,66 @@ const LedgerEntry* ClusterState::FindBind(std::string_view uid) const {
   return it == ledger_.end() ? nullptr : &it->second;
 }
 
+const Pool* ClusterState::FindPool(std::string_view name) const {
+  auto it = pools_.find(name);
+  return it == pools_.end() ? nullptr : &it->second;
+}
+
+void ClusterState::ForEachPool(const std::function<void(const Pool&)>& fn) const {
+  for (const auto& [name, pool] : pools_) fn(pool);
+}
+
+const Queue* ClusterState::FindQueue(std::string_view name) const {
+  auto it = queues_.find(name);
+  return it == queues_.end() ? nullptr : &it->second;
+}
+
+void ClusterState::ForEachQueue(const std::function<void(const Queue&)>& fn) const {
+  for (const auto& [name, queue] : queues_) fn(queue);
+}
+
+const PodGroup* ClusterState::FindPodGroup(std::string_view ns, std::string_view name) const {
+  auto it = podgroups_.find(std::make_pair(ns, name));
+  return it == podgroups_.end() ? nullptr : &it->second;
+}
+
+void ClusterState::ForEachPodGroup(const std::function<void(const PodGroup&)>& fn) const {
+  for (const auto& [key, group] : podgroups_) fn(group);
+}
+
+const PriorityClass* ClusterState::FindPriorityClass(std::string_view name) const {
+  auto it = priority_classes_.find(name);
+  return it == priority_classes_.end() ? nullptr : &it->second;
+}
+
+void ClusterState::ForEachPriorityClass(
+    const std::function<void(const PriorityClass&)>& fn) const {
+  for (const auto& [name, pc] : priority_classes_) fn(pc);
+}
+
+ModelEvent DeleteEventFor(const ModelEvent& upsert) {
+  return std::visit(
+      [](const auto& e) -> ModelEvent {
+        using T = std::decay_t<decltype(e)>;
+        if constexpr (std::is_same_v<T, NodeUpsert>) {
+          return NodeDelete{e.node.name};
+        } else if constexpr (std::is_same_v<T, PodUpsert>) {
+          return PodDelete{e.pod.uid.str(), e.pod.ns.str(), e.pod.name.str()};
+        } else if constexpr (std::is_same_v<T, PoolUpsert>) {
+          return PoolDelete{e.pool.name};
+        } else if constexpr (std::is_same_v<T, QueueUpsert>) {
+          return QueueDelete{e.queue.name};
+        } else if constexpr (std::is_same_v<T, PodGroupUpsert>) {
+          return PodGroupDelete{e.podgroup.ns, e.podgroup.name};
+        } else if constexpr (std::is_same_v<T, PriorityClassUpsert>) {
+          return PriorityClassDelete{e.priority_class.name};
+        } else {
+          return e;  // already a delete
+        }
+      },
+      upsert);
+}
+
 // ---- ClusterModel (the writer) ---------------------------------------------------------------
 
 ClusterModel::ClusterModel(const Clock* clock) : clock_(clock) {}
@@ -103,13 +163,76 @@ ApplyStats ClusterModel::Apply(std::span<const ModelEvent> events) {
             DeleteNode(e.name, &stats);
           } else if constexpr (std::is_same_v<T, PodUpsert>) {
             UpsertPod(e.pod, &stats);
-          } else {
+          } else if constexpr (std::is_same_v<T, PodDelete>) {
             DeletePod(e, &stats);
+          } else {
+            ApplyKind(event, &stats);
           }
         },
         event);
   }
   return stats;
+}
+
+namespace {
+
+// Erases the object under `key`. \return false when there was none (an idempotent delete).
+template <class Map, class Key>
+bool EraseFrom(Map& map, const Key& key) {
+  auto it = map.find(key);
+  if (it == map.end()) return false;
+  map.erase(it);
+  return true;
+}
+
+}  // namespace
+
+void ClusterModel::ApplyKind(const ModelEvent& event, ApplyStats* stats) {
+  // Each change stamps its kind's generation with the event's model generation; an idempotent
+  // delete changes nothing and stamps nothing.
+  std::visit(
+      [&](const auto& e) {
+        using T = std::decay_t<decltype(e)>;
+        if constexpr (std::is_same_v<T, PoolUpsert>) {
+          pools_.insert_or_assign(e.pool.name, e.pool);
+          pools_generation_ = generation_;
+          ++stats->pools_upserted;
+        } else if constexpr (std::is_same_v<T, PoolDelete>) {
+          if (!EraseFrom(pools_, std::string_view(e.name))) return;
+          pools_generation_ = generation_;
+          ++stats->pools_deleted;
+        } else if constexpr (std::is_same_v<T, QueueUpsert>) {
+          queues_.insert_or_assign(e.queue.name, e.queue);
+          queues_generation_ = generation_;
+          ++stats->queues_upserted;
+        } else if constexpr (std::is_same_v<T, QueueDelete>) {
+          if (!EraseFrom(queues_, std::string_view(e.name))) return;
+          queues_generation_ = generation_;
+          ++stats->queues_deleted;
+        } else if constexpr (std::is_same_v<T, PodGroupUpsert>) {
+          podgroups_.insert_or_assign(std::make_pair(e.podgroup.ns, e.podgroup.name),
+                                      e.podgroup);
+          podgroups_generation_ = generation_;
+          ++stats->podgroups_upserted;
+        } else if constexpr (std::is_same_v<T, PodGroupDelete>) {
+          if (!EraseFrom(podgroups_, std::make_pair(std::string_view(e.ns),
+                                                    std::string_view(e.name)))) {
+            return;
+          }
+          podgroups_generation_ = generation_;
+          ++stats->podgroups_deleted;
+        } else if constexpr (std::is_same_v<T, PriorityClassUpsert>) {
+          priority_classes_.insert_or_assign(e.priority_class.name, e.priority_class);
+          priority_classes_generation_ = generation_;
+          ++stats->priorityclasses_upserted;
+        } else if constexpr (std::is_same_v<T, PriorityClassDelete>) {
+          if (!EraseFrom(priority_classes_, std::string_view(e.name))) return;
+          priority_classes_generation_ = generation_;
+          ++stats->priorityclasses_deleted;
+        }
+        // Nodes and pods are applied by Apply itself and never reach here.
+      },
+      event);
 }
 
 void ClusterModel::UpsertNode(Node node, ApplyStats* stats) {

@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <map>
 #include <memory>
 #include <span>
 #include <string>
@@ -66,12 +67,40 @@ struct LedgerEntry {
   absl::Time since;  ///< when the entry entered its current state
 };
 
-// Model events: exactly what the Kubernetes watch (or POST /v1/events) delivers.
+// Model events: exactly what the Kubernetes watch (or POST /v1/events) delivers. An upsert
+// replaces the whole object of that identity; deleting an object the model lacks changes
+// nothing (watches replay deletes).
 struct NodeUpsert { Node node; };
 struct NodeDelete { std::string name; };
 struct PodUpsert { Pod pod; };
 struct PodDelete { std::string uid; std::string ns; std::string name; };
-using ModelEvent = std::variant<NodeUpsert, NodeDelete, PodUpsert, PodDelete>;
+struct PoolUpsert { Pool pool; };
+struct PoolDelete { std::string name; };
+struct QueueUpsert { Queue queue; };
+struct QueueDelete { std::string name; };
+struct PodGroupUpsert { PodGroup podgroup; };
+struct PodGroupDelete { std::string ns; std::string name; };
+struct PriorityClassUpsert { PriorityClass priority_class; };
+struct PriorityClassDelete { std::string name; };
+using ModelEvent =
+    std::variant<NodeUpsert, NodeDelete, PodUpsert, PodDelete, PoolUpsert, PoolDelete,
+                 QueueUpsert, QueueDelete, PodGroupUpsert, PodGroupDelete, PriorityClassUpsert,
+                 PriorityClassDelete>;
+
+/// The delete event of the object an upsert carries (NodeUpsert -> NodeDelete{name}, PodUpsert
+/// -> PodDelete{uid, ns, name}, ...); a delete event is returned as it is. For code that must
+/// forget an object it only knows by its last state (a relist that no longer shows it).
+ModelEvent DeleteEventFor(const ModelEvent& upsert);
+
+/// Orders (namespace, name) keys and looks them up by string views without building strings.
+struct NsNameLess {
+  using is_transparent = void;
+  template <class A, class B>
+  bool operator()(const A& a, const B& b) const {
+    return std::pair<std::string_view, std::string_view>(a.first, a.second) <
+           std::pair<std::string_view, std::string_view>(b.first, b.second);
+  }
+};
 
 /// Everything the model knows, read-only. Obtained through ClusterModel::Read(), which holds the
 /// model's reader lock for as long as the view lives, so every read in one verb sees one
@@ -104,6 +133,33 @@ class ClusterState {
   const LedgerEntry* FindBind(std::string_view uid) const;
   size_t binds_in_flight() const { return ledger_.size(); }
 
+  // Pools, queues, PodGroups and PriorityClasses, as the API server (or POST /v1/events) last
+  // described them. The `default` pool and queue always exist for policies, but the model
+  // holds only real objects: a policy supplies the defaults where no object of that name exists.
+  // ForEach* visit in name order ((namespace, name) order for PodGroups), so debug output is
+  // stable. The *_generation() accessors give the model generation of the last change to any
+  // object of the kind (0: none yet), so a policy can cache what it derives from them (which
+  // pool each node belongs to) and recompute only when they change.
+  const Pool* FindPool(std::string_view name) const;
+  void ForEachPool(const std::function<void(const Pool&)>& fn) const;
+  size_t pool_count() const { return pools_.size(); }
+  uint64_t pools_generation() const { return pools_generation_; }
+
+  const Queue* FindQueue(std::string_view name) const;
+  void ForEachQueue(const std::function<void(const Queue&)>& fn) const;
+  size_t queue_count() const { return queues_.size(); }
+  uint64_t queues_generation() const { return queues_generation_; }
+
+  const PodGroup* FindPodGroup(std::string_view ns, std::string_view name) const;
+  void ForEachPodGroup(const std::function<void(const PodGroup&)>& fn) const;
+  size_t podgroup_count() const { return podgroups_.size(); }
+  uint64_t podgroups_generation() const { return podgroups_generation_; }
+
+  const PriorityClass* FindPriorityClass(std::string_view name) const;
+  void ForEachPriorityClass(const std::function<void(const PriorityClass&)>& fn) const;
+  size_t priorityclass_count() const { return priority_classes_.size(); }
+  uint64_t priorityclasses_generation() const { return priority_classes_generation_; }
+
  protected:
   std::shared_ptr<ResourceNames> resources_ = std::make_shared<ResourceNames>();
   uint64_t generation_ = 0;
@@ -118,6 +174,15 @@ class ClusterState {
   std::vector<PodSlot> free_pod_slots_;
   size_t live_pods_ = 0;
   absl::flat_hash_map<std::string, LedgerEntry, StringHash, StringEq> ledger_;  // by pod uid
+  // Rare kinds (tens of objects): ordered maps, read in name order.
+  std::map<std::string, Pool, std::less<>> pools_;
+  std::map<std::string, Queue, std::less<>> queues_;
+  std::map<std::pair<std::string, std::string>, PodGroup, NsNameLess> podgroups_;
+  std::map<std::string, PriorityClass, std::less<>> priority_classes_;
+  uint64_t pools_generation_ = 0;
+  uint64_t queues_generation_ = 0;
+  uint64_t podgroups_generation_ = 0;
+  uint64_t priority_classes_generation_ = 0;
 };
 
 /// Counts of what one Apply() changed.
@@ -127,6 +192,14 @@ struct ApplyStats {
   int pods_upserted = 0;
   int pods_deleted = 0;
   int binds_confirmed = 0;
+  int pools_upserted = 0;
+  int pools_deleted = 0;
+  int queues_upserted = 0;
+  int queues_deleted = 0;
+  int podgroups_upserted = 0;
+  int podgroups_deleted = 0;
+  int priorityclasses_upserted = 0;
+  int priorityclasses_deleted = 0;
 };
 
 /// The cluster model: the single writer of ClusterState. Every mutation takes the model's lock
@@ -202,6 +275,8 @@ class ClusterModel : private ClusterState {
   /// Reconciles the ledger entry of a pod with what the pod object now says.
   void ReconcileLedger(PodSlot slot, ApplyStats* stats) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Touch(NodeSlot slot) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  /// Upserts and deletes of the rare kinds (pools, queues, PodGroups, PriorityClasses).
+  void ApplyKind(const ModelEvent& event, ApplyStats* stats) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const Clock* clock_;
   mutable absl::Mutex mu_;

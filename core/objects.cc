@@ -4,6 +4,8 @@
 #include <array>
 #include <cstring>
 
+#include "core/strings.h"
+
 namespace berth::core {
 
 namespace {
@@ -117,6 +119,96 @@ std::string Pod::Key() const {
   key.append(ns.view()).append("/").append(name.view());
   return key;
 }
+
+std::string_view SelectorOpName(SelectorOp op) {
+  switch (op) {
+    case SelectorOp::kIn: return "In";
+    case SelectorOp::kNotIn: return "NotIn";
+    case SelectorOp::kExists: return "Exists";
+    case SelectorOp::kDoesNotExist: return "DoesNotExist";
+  }
+  return "Exists";
+}
+
+std::optional<SelectorOp> ParseSelectorOp(std::string_view text) {
+  static constexpr std::array<SelectorOp, 4> kAll = {SelectorOp::kIn, SelectorOp::kNotIn,
+                                                     SelectorOp::kExists,
+                                                     SelectorOp::kDoesNotExist};
+  for (SelectorOp op : kAll) {
+    if (SelectorOpName(op) == text) return op;
+  }
+  return std::nullopt;
+}
+
+bool SelectorRequirement::Matches(const Labels& labels) const {
+  const std::optional<std::string_view> value = labels.Get(key);
+  const bool listed =
+      value.has_value() && std::find(values.begin(), values.end(), *value) != values.end();
+  switch (op) {
+    case SelectorOp::kIn: return listed;
+    case SelectorOp::kNotIn: return !listed;  // an absent key is in no set
+    case SelectorOp::kExists: return value.has_value();
+    case SelectorOp::kDoesNotExist: return !value.has_value();
+  }
+  return false;
+}
+
+absl::Status ValidateRequirement(const SelectorRequirement& req) {
+  if (req.key.empty()) return absl::InvalidArgumentError("the key is required");
+  const bool takes_values = req.op == SelectorOp::kIn || req.op == SelectorOp::kNotIn;
+  if (takes_values && req.values.empty()) {
+    return absl::InvalidArgumentError(
+        StrCat("operator ", SelectorOpName(req.op), " needs at least one value"));
+  }
+  if (!takes_values && !req.values.empty()) {
+    return absl::InvalidArgumentError(StrCat("operator ", SelectorOpName(req.op),
+                                             " takes no values, got ", req.values.size()));
+  }
+  return absl::OkStatus();
+}
+
+bool LabelSelector::Matches(const Labels& labels) const {
+  for (const auto& [key, value] : match_labels.items()) {
+    const std::optional<std::string_view> have = labels.Get(key);
+    if (!have || *have != value) return false;
+  }
+  return std::all_of(match_expressions.begin(), match_expressions.end(),
+                     [&](const SelectorRequirement& r) { return r.Matches(labels); });
+}
+
+absl::Status LabelSelector::Validate() const {
+  for (size_t i = 0; i < match_expressions.size(); ++i) {
+    if (absl::Status s = ValidateRequirement(match_expressions[i]); !s.ok()) {
+      return absl::InvalidArgumentError(StrCat("matchExpressions[", i, "]: ", s.message()));
+    }
+  }
+  return absl::OkStatus();
+}
+
+std::string LabelSelector::DebugString() const {
+  std::string out;
+  for (const auto& [key, value] : match_labels.items()) {
+    StrAppend(&out, out.empty() ? "" : ",", key, "=", value);
+  }
+  for (const SelectorRequirement& r : match_expressions) {
+    if (!out.empty()) out.push_back(',');
+    switch (r.op) {
+      case SelectorOp::kExists: StrAppend(&out, r.key); break;
+      case SelectorOp::kDoesNotExist: StrAppend(&out, "!", r.key); break;
+      case SelectorOp::kIn:
+      case SelectorOp::kNotIn:
+        StrAppend(&out, r.key, r.op == SelectorOp::kIn ? " in (" : " notin (");
+        for (size_t i = 0; i < r.values.size(); ++i) {
+          StrAppend(&out, i == 0 ? "" : ",", r.values[i]);
+        }
+        out.push_back(')');
+        break;
+    }
+  }
+  return out;
+}
+
+std::string PodGroup::Key() const { return StrCat(ns, "/", name); }
 
 bool IsBerthKey(std::string_view key) {
   static constexpr std::array<std::string_view, 5> kPrefixes = {

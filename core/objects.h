@@ -7,6 +7,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "core/compact_string.h"
 #include "core/resources.h"
@@ -98,6 +99,126 @@ struct Pod {
 
   /// "namespace/name".
   std::string Key() const;
+};
+
+// ---- the kinds policies read: Pool, Queue, PodGroup, PriorityClass ---------------------------
+//
+// Few of these exist (tens, not thousands), so they are plain structs with std::strings.
+
+/// Operators of a label selector requirement (metav1.LabelSelectorOperator). Gt and Lt exist
+/// only in node selectors (NodeSelectorRequirement), not here, as in Kubernetes.
+enum class SelectorOp : uint8_t { kIn, kNotIn, kExists, kDoesNotExist };
+
+std::string_view SelectorOpName(SelectorOp op);
+/// \return the operator spelled exactly as Kubernetes spells it ("In", "NotIn", "Exists",
+/// "DoesNotExist"), or nullopt.
+std::optional<SelectorOp> ParseSelectorOp(std::string_view text);
+
+/// One `matchExpressions[]` entry: {key, operator, values}.
+struct SelectorRequirement {
+  std::string key;
+  SelectorOp op = SelectorOp::kExists;
+  std::vector<std::string> values;
+
+  /// True if `labels` satisfy this requirement. NotIn and DoesNotExist match a label set that
+  /// lacks the key, as Kubernetes' selectors do.
+  bool Matches(const Labels& labels) const;
+  friend bool operator==(const SelectorRequirement&, const SelectorRequirement&) = default;
+};
+
+/// What Kubernetes requires of a requirement: a non-empty key; In and NotIn with at least one
+/// value; Exists and DoesNotExist with none. The message says what is wrong ("operator In needs
+/// at least one value"); callers prefix where it was found.
+absl::Status ValidateRequirement(const SelectorRequirement& req);
+
+/// A metav1.LabelSelector: matchLabels (every key=value must hold) AND matchExpressions (every
+/// requirement must hold).
+///
+/// An empty selector (no matchLabels, no matchExpressions) matches every label set: that is what
+/// metav1.LabelSelectorAsSelector makes of `{}`, and Pools rely on it (a Pool whose
+/// `spec.nodeSelector` is empty or absent selects every node). Kubernetes' nil selector, which
+/// matches nothing, has no representation here: Pool decoding maps an absent selector to the
+/// empty one.
+struct LabelSelector {
+  Labels match_labels;
+  std::vector<SelectorRequirement> match_expressions;
+
+  bool empty() const { return match_labels.empty() && match_expressions.empty(); }
+  bool Matches(const Labels& labels) const;
+  /// ValidateRequirement over every expression, naming "matchExpressions[i]" in the message.
+  absl::Status Validate() const;
+  /// Kubernetes' own string form ("pool=demo,gpu in (a100,h100),!spot"), for logs and tables;
+  /// empty for the empty selector.
+  std::string DebugString() const;
+  friend bool operator==(const LabelSelector&, const LabelSelector&) = default;
+};
+
+/// A resource pool (SPEC 4, 6.1): `Pool` of berth.io/v1alpha1, cluster-scoped. The nodes its
+/// selector matches belong to it, unless they match another pool too (then the default pool).
+/// The `default` pool always exists conceptually; the model does not hold one for it.
+struct Pool {
+  std::string name;
+  LabelSelector node_selector;
+  bool disable_preemption = false;
+  bool disable_borrowing = false;
+  bool disable_sharing = false;
+  absl::Time creation = absl::InfinitePast();
+  friend bool operator==(const Pool&, const Pool&) = default;
+};
+
+/// A fair-share queue (SPEC 4, 6.4): `Queue` of berth.io/v1alpha1, cluster-scoped. The `default`
+/// queue (weight 1) always exists conceptually; the model does not hold one for it.
+struct Queue {
+  std::string name;
+  double weight = 1;  ///< > 0
+  /// How far the queue's non-preemptible usage may exceed its fair share (>= 0); unset: the
+  /// configured default.
+  std::optional<double> non_preemptible_limit_factor;
+  /// Resource-minutes that jobs with a lifetime may draw on (>= 0); unset: no budget of its own.
+  std::optional<double> excess_budget;
+  absl::Time creation = absl::InfinitePast();
+  friend bool operator==(const Queue&, const Queue&) = default;
+};
+
+/// Which CRD a PodGroup came from; they differ in apiVersion, membership key and fields.
+enum class PodGroupSource : uint8_t {
+  /// scheduling.x-k8s.io/v1alpha1; members carry the label scheduling.x-k8s.io/pod-group.
+  kSchedulerPlugins,
+  /// scheduling.volcano.sh/v1beta1; members carry the annotation scheduling.k8s.io/group-name.
+  kVolcano,
+};
+
+/// A gang (SPEC 4, 6.2): a namespaced PodGroup of either CRD.
+struct PodGroup {
+  std::string ns;
+  std::string name;
+  /// Members that must be placeable together (>= 0). Both CRDs declare it `omitempty`, so an
+  /// absent field reaches Go code as 0; berth reads an absent field as 1 instead, a gang of one,
+  /// which places each pod on its own like a plain pod (what 0 amounts to as well) without a
+  /// special case for an empty gang.
+  int32_t min_member = 1;
+  /// scheduler-plugins' `spec.scheduleTimeoutSeconds`; unset: the configured default (Volcano's
+  /// CRD has no such field).
+  std::optional<int32_t> schedule_timeout_seconds;
+  ResourceVector min_resources;
+  absl::Time creation = absl::InfinitePast();
+  PodGroupSource source = PodGroupSource::kSchedulerPlugins;
+
+  /// "namespace/name".
+  std::string Key() const;
+  friend bool operator==(const PodGroup&, const PodGroup&) = default;
+};
+
+/// A scheduling.k8s.io/v1 PriorityClass (cluster-scoped). Pods carry their resolved priority in
+/// `spec.priority`; policies read the class for its preemption policy and global default.
+struct PriorityClass {
+  std::string name;
+  int32_t value = 0;
+  bool global_default = false;
+  /// "PreemptLowerPriority" (Kubernetes' default) or "Never".
+  std::string preemption_policy = "PreemptLowerPriority";
+  absl::Time creation = absl::InfinitePast();
+  friend bool operator==(const PriorityClass&, const PriorityClass&) = default;
 };
 
 /// True for label and annotation keys berth's policies read. The model keeps only these, so

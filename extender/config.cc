@@ -76,6 +76,81 @@ absl::Status ParsePolicies(simdjson::dom::object obj, const JsonPath& path,
   return absl::OkStatus();
 }
 
+/// An optional number of seconds (integer or fraction) within [min, max].
+absl::Status OptionalSeconds(simdjson::dom::object obj, std::string_view key, const JsonPath& path,
+                             double min, double max, absl::Duration* out) {
+  std::optional<simdjson::dom::element> el = OptionalField(obj, key);
+  if (!el) return absl::OkStatus();
+  double v;
+  if (el->get_double().get(v) != simdjson::SUCCESS) {
+    int64_t i;
+    if (el->get_int64().get(i) != simdjson::SUCCESS) return FieldError(path.Field(key), "expected a number of seconds");
+    v = static_cast<double>(i);
+  }
+  if (!(v >= min && v <= max)) {
+    return FieldError(path.Field(key), StrCat("expected ", min, "..", max, " seconds"));
+  }
+  *out = absl::Seconds(v);
+  return absl::OkStatus();
+}
+
+absl::Status ParseLeaderElection(simdjson::dom::object obj, const JsonPath& path,
+                                 kube::LeaderElectionConfig* out) {
+  if (auto s = CheckKnown(obj,
+                          {"enabled", "mode", "leaseName", "leaseNamespace", "identity",
+                           "leaseDurationSeconds", "renewDeadlineSeconds", "retryPeriodSeconds"},
+                          path);
+      !s.ok()) {
+    return s;
+  }
+  auto enabled = OptionalBool(obj, "enabled", path);
+  if (!enabled.ok()) return enabled.status();
+  out->enabled = enabled->value_or(out->enabled);
+  auto mode = OptionalString(obj, "mode", path);
+  if (!mode.ok()) return mode.status();
+  if (mode->has_value()) {
+    if (**mode == "acquire") {
+      out->mode = kube::LeaderElectionConfig::Mode::kAcquire;
+    } else if (**mode == "follow") {
+      out->mode = kube::LeaderElectionConfig::Mode::kFollow;
+    } else {
+      return FieldError(path.Field("mode"), "expected \"acquire\" or \"follow\"");
+    }
+  }
+  for (auto [key, target] : {std::pair<std::string_view, std::string*>{"leaseName", &out->lease_name},
+                             {"leaseNamespace", &out->lease_namespace},
+                             {"identity", &out->identity}}) {
+    auto v = OptionalString(obj, key, path);
+    if (!v.ok()) return v.status();
+    if (v->has_value()) *target = std::string(**v);
+  }
+  if (out->lease_name.empty()) return FieldError(path.Field("leaseName"), "must not be empty");
+  for (auto [key, target] :
+       {std::pair<std::string_view, absl::Duration*>{"leaseDurationSeconds", &out->lease_duration},
+        {"renewDeadlineSeconds", &out->renew_deadline},
+        {"retryPeriodSeconds", &out->retry_period}}) {
+    if (auto s = OptionalSeconds(obj, key, path, 0.01, 3600, target); !s.ok()) return s;
+  }
+  if (absl::Status s = kube::LeaderElector::Validate(*out); !s.ok()) {
+    return FieldError(path, ToStd(s.message()));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ParseKubernetes(simdjson::dom::object obj, const JsonPath& path, Config* c) {
+  if (auto s = CheckKnown(obj, {"watchTimeoutSeconds", "leaderElection"}, path); !s.ok()) return s;
+  if (auto s = OptionalSeconds(obj, "watchTimeoutSeconds", path, 0.1, 3600, &c->watch_timeout);
+      !s.ok()) {
+    return s;
+  }
+  auto le = OptionalObject(obj, "leaderElection", path);
+  if (!le.ok()) return le.status();
+  if (le->has_value()) {
+    return ParseLeaderElection(**le, path.Field("leaderElection"), &c->leader_election);
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<Config> ParseConfig(std::string_view json, std::string_view source) {
@@ -89,7 +164,7 @@ absl::StatusOr<Config> ParseConfig(std::string_view json, std::string_view sourc
   if (!obj.ok()) return fail(obj.status());
   if (auto s = CheckKnown(*obj,
                           {"schedulerName", "topologyLevels", "maxRequestBytes", "httpThreads",
-                           "bindConfirmTimeoutSeconds", "policies", "binpack"},
+                           "bindConfirmTimeoutSeconds", "policies", "binpack", "kubernetes"},
                           top);
       !s.ok()) {
     return fail(s);
@@ -151,6 +226,11 @@ absl::StatusOr<Config> ParseConfig(std::string_view json, std::string_view sourc
         c.policy.binpack.weights.emplace_back(std::string(res), v);
       }
     }
+  }
+  auto kubernetes = OptionalObject(*obj, "kubernetes", top);
+  if (!kubernetes.ok()) return fail(kubernetes.status());
+  if (kubernetes->has_value()) {
+    if (auto s = ParseKubernetes(**kubernetes, top.Field("kubernetes"), &c); !s.ok()) return fail(s);
   }
   return c;
 }

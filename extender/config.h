@@ -7,6 +7,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "extender/kube/leader.h"
 #include "policy/config.h"
 
 namespace berth::extender {
@@ -22,8 +23,18 @@ namespace berth::extender {
 ///       "bindConfirmTimeoutSeconds": 600,
 ///       "policies": {"filters": ["resource-fit"], "scores": [{"name": "binpack", "weight": 1}],
 ///                    "preempt": ["resource-fit"]},
-///       "binpack": {"weights": {"cpu": 1, "memory": 1, "nvidia.com/gpu": 4}}
+///       "binpack": {"weights": {"cpu": 1, "memory": 1, "nvidia.com/gpu": 4}},
+///       "kubernetes": {
+///         "watchTimeoutSeconds": 300,
+///         "leaderElection": {"enabled": true, "mode": "acquire", "leaseName": "berth",
+///                            "leaseNamespace": "", "identity": "",
+///                            "leaseDurationSeconds": 15, "renewDeadlineSeconds": 10,
+///                            "retryPeriodSeconds": 2}
+///       }
 ///     }
+///
+/// The "kubernetes" section matters only in Kubernetes mode; its durations accept fractions
+/// (tests run elections in a fraction of a second).
 struct Config {
   std::string scheduler_name = "berth-scheduler";
   std::vector<std::string> topology_levels = {"topology.kubernetes.io/zone", "berth.io/spine",
@@ -32,6 +43,9 @@ struct Config {
   int http_threads = 64;
   absl::Duration bind_confirm_timeout = absl::Minutes(10);
   policy::PolicyConfig policy;
+  /// Kubernetes mode: how long a watch runs before berth re-opens it (randomised up to 2x).
+  absl::Duration watch_timeout = absl::Minutes(5);
+  kube::LeaderElectionConfig leader_election;
 };
 
 /// Parses a configuration document. \param source names the file in errors.

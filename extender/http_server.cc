@@ -103,6 +103,12 @@ void HttpServer::Install() {
                                     const httplib::ContentReader& reader) {
     const std::string_view path = req.path;
     const bool verb = IsVerbPath(path);
+    if (options_.read_only) {
+      const std::string msg = StrCat("POST ", path, " is not served on this port: it serves only "
+                                     "the read-only operations endpoints (see --ops-listen)");
+      Send(res, verb ? VerbErrorReply(403, msg) : ErrorReply(403, msg));
+      return;
+    }
     std::string body;
     bool too_big = false;
     const bool read = reader([&](const char* data, size_t n) {

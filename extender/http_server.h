@@ -31,6 +31,10 @@ struct HttpServerOptions {
   /// Further POST routes (exact path -> handler of the body), served on the same transport path
   /// as the verbs. Benchmarks use it for a do-nothing baseline route.
   std::map<std::string, std::function<Reply(std::string_view body)>> extra_post_routes;
+  /// Serve only the GET operations endpoints (health, readiness, version, metrics, debug):
+  /// every POST is refused with 403. `--ops-listen` uses it to expose probes and debug output
+  /// on the pod network while the verbs, bind included, stay on loopback.
+  bool read_only = false;
 };
 
 /// Serves Service over HTTP/1.1 with cpp-httplib.

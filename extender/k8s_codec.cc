@@ -1,6 +1,7 @@
 #include "extender/k8s_codec.h"
 
 #include <algorithm>
+#include <array>
 #include <charconv>
 
 #include "core/strings.h"
@@ -150,6 +151,104 @@ absl::StatusOr<core::ResourceVector> ContainerRequests(
     }
   }
   return requests;
+}
+
+// A JSON number (integer or not) as a double.
+absl::StatusOr<std::optional<double>> OptionalNumber(simdjson::dom::object obj,
+                                                     std::string_view key, const JsonPath& path) {
+  std::optional<simdjson::dom::element> el = OptionalField(obj, key);
+  if (!el) return std::optional<double>();
+  switch (el->type()) {
+    case simdjson::dom::element_type::INT64:
+      return std::optional<double>(static_cast<double>(el->get_int64().value_unsafe()));
+    case simdjson::dom::element_type::UINT64:
+      return std::optional<double>(static_cast<double>(el->get_uint64().value_unsafe()));
+    case simdjson::dom::element_type::DOUBLE:
+      return std::optional<double>(el->get_double().value_unsafe());
+    default:
+      return FieldError(path.Field(key), StrCat("expected a number, got ", TypeName(*el)));
+  }
+}
+
+// An int32 field (Go's int32 and *int32), optionally required to be >= 0.
+absl::StatusOr<std::optional<int32_t>> OptionalInt32(simdjson::dom::object obj,
+                                                     std::string_view key, const JsonPath& path,
+                                                     bool non_negative) {
+  absl::StatusOr<std::optional<int64_t>> v = OptionalInt(obj, key, path);
+  if (!v.ok()) return v.status();
+  if (!v->has_value()) return std::optional<int32_t>();
+  if (**v < INT32_MIN || **v > INT32_MAX) {
+    return FieldError(path.Field(key), StrCat("out of the int32 range, got ", **v));
+  }
+  if (non_negative && **v < 0) {
+    return FieldError(path.Field(key), StrCat("must not be negative, got ", **v));
+  }
+  return std::optional<int32_t>(static_cast<int32_t>(**v));
+}
+
+// metadata.namespace of a namespaced object; absent or empty is "default", as kubectl assumes.
+absl::StatusOr<std::string> NamespaceOf(simdjson::dom::object meta, const JsonPath& mpath) {
+  absl::StatusOr<std::optional<std::string_view>> ns = OptionalString(meta, "namespace", mpath);
+  if (!ns.ok()) return ns.status();
+  if (!ns->has_value() || (*ns)->empty()) return std::string("default");
+  if ((*ns)->size() > kMaxNameLength) {
+    return FieldError(mpath.Field("namespace"), "longer than 253 characters");
+  }
+  return std::string(**ns);
+}
+
+// The object kinds berth ingests, with the apiVersions each may carry; the first is assumed for
+// an object without apiVersion.
+enum class Kind : uint8_t { kNode, kPod, kPool, kQueue, kPodGroup, kPriorityClass };
+struct KindInfo {
+  Kind kind;
+  std::string_view name;
+  std::array<std::string_view, 2> versions;  // the second may be empty
+};
+constexpr std::string_view kBerthV1alpha1 = "berth.io/v1alpha1";
+constexpr std::string_view kAibeeV1alpha1 = "resource.aibee.cn/v1alpha1";
+constexpr std::string_view kSchedulerPluginsV1alpha1 = "scheduling.x-k8s.io/v1alpha1";
+constexpr std::string_view kVolcanoV1beta1 = "scheduling.volcano.sh/v1beta1";
+constexpr std::string_view kSchedulingV1 = "scheduling.k8s.io/v1";
+constexpr std::array<KindInfo, 6> kKinds = {{
+    {Kind::kNode, "Node", {"v1", ""}},
+    {Kind::kPod, "Pod", {"v1", ""}},
+    {Kind::kPool, "Pool", {kBerthV1alpha1, kAibeeV1alpha1}},
+    {Kind::kQueue, "Queue", {kBerthV1alpha1, ""}},
+    {Kind::kPodGroup, "PodGroup", {kSchedulerPluginsV1alpha1, kVolcanoV1beta1}},
+    {Kind::kPriorityClass, "PriorityClass", {kSchedulingV1, ""}},
+}};
+
+const KindInfo* FindKind(std::string_view name) {
+  for (const KindInfo& k : kKinds) {
+    if (k.name == name) return &k;
+  }
+  return nullptr;
+}
+
+// "\"a\"" or "\"a\" or \"b\"": the apiVersions of a kind, for messages.
+std::string VersionsText(const KindInfo& k) {
+  std::string out = StrCat("\"", k.versions[0], "\"");
+  if (!k.versions[1].empty()) StrAppend(&out, " or \"", k.versions[1], "\"");
+  return out;
+}
+
+// "Node (v1), Pod (v1), Pool (berth.io/v1alpha1 or ...), ...": what berth ingests.
+std::string AcceptedKindsText() {
+  std::string out;
+  for (const KindInfo& k : kKinds) {
+    StrAppend(&out, out.empty() ? "" : ", ", k.name, " (", k.versions[0]);
+    if (!k.versions[1].empty()) StrAppend(&out, " or ", k.versions[1]);
+    out.push_back(')');
+  }
+  return out;
+}
+
+// "Node, Pod, ...", each name followed by `suffix` ("List" names the typed lists).
+std::string KindNamesText(std::string_view suffix) {
+  std::string out;
+  for (const KindInfo& k : kKinds) StrAppend(&out, out.empty() ? "" : ", ", k.name, suffix);
+  return out;
 }
 
 }  // namespace
@@ -383,29 +482,289 @@ absl::StatusOr<core::Node> DecodeNode(simdjson::dom::object obj, core::ResourceN
   return node;
 }
 
+
+absl::StatusOr<core::LabelSelector> DecodeLabelSelector(simdjson::dom::object obj,
+                                                        const JsonPath& path) {
+  constexpr std::string_view kOperators = "In, NotIn, Exists or DoesNotExist";
+  core::LabelSelector selector;
+  if (absl::Status s = DecodeStringMap(obj, "matchLabels", path, &selector.match_labels,
+                                       [](std::string_view) { return true; });
+      !s.ok()) {
+    return s;
+  }
+  absl::StatusOr<std::optional<simdjson::dom::array>> exprs =
+      OptionalArray(obj, "matchExpressions", path);
+  if (!exprs.ok()) return exprs.status();
+  if (!exprs->has_value()) return selector;
+  int64_t i = 0;
+  for (simdjson::dom::element el : **exprs) {
+    const JsonPath epath = path.Item("matchExpressions", i++);
+    absl::StatusOr<simdjson::dom::object> expr = AsObject(el, epath);
+    if (!expr.ok()) return expr.status();
+    core::SelectorRequirement req;
+    absl::StatusOr<std::optional<std::string_view>> key = OptionalString(*expr, "key", epath);
+    if (!key.ok()) return key.status();
+    if (!key->has_value() || (*key)->empty()) {
+      return FieldError(epath.Field("key"), "required: expected a non-empty label key");
+    }
+    req.key = std::string(**key);
+    absl::StatusOr<std::optional<std::string_view>> op = OptionalString(*expr, "operator", epath);
+    if (!op.ok()) return op.status();
+    if (!op->has_value()) {
+      return FieldError(epath.Field("operator"), StrCat("required: expected ", kOperators));
+    }
+    std::optional<core::SelectorOp> parsed = core::ParseSelectorOp(**op);
+    if (!parsed) {
+      return FieldError(epath.Field("operator"),
+                        StrCat("unsupported operator \"", (*op)->substr(0, 64), "\"; expected ",
+                               kOperators));
+    }
+    req.op = *parsed;
+    absl::StatusOr<std::optional<simdjson::dom::array>> values =
+        OptionalArray(*expr, "values", epath);
+    if (!values.ok()) return values.status();
+    if (values->has_value()) {
+      int64_t j = 0;
+      for (simdjson::dom::element v : **values) {
+        absl::StatusOr<std::string_view> text = AsString(v, epath.Item("values", j++));
+        if (!text.ok()) return text.status();
+        req.values.emplace_back(*text);
+      }
+    }
+    if (absl::Status s = core::ValidateRequirement(req); !s.ok()) {
+      return FieldError(epath.Field("values"), ToStd(s.message()));
+    }
+    selector.match_expressions.push_back(std::move(req));
+  }
+  return selector;
+}
+
+absl::StatusOr<core::Pool> DecodePool(simdjson::dom::object obj, const JsonPath& path) {
+  core::Pool pool;
+  const JsonPath mpath = path.Field("metadata");
+  absl::StatusOr<ObjectMeta> meta = DecodeObjectMeta(obj, path, mpath);
+  if (!meta.ok()) return meta.status();
+  pool.name = std::string(meta->name);
+  pool.creation = meta->creation;
+  absl::StatusOr<std::optional<simdjson::dom::object>> spec = OptionalObject(obj, "spec", path);
+  if (!spec.ok()) return spec.status();
+  if (!spec->has_value()) return pool;
+  const JsonPath spath = path.Field("spec");
+  absl::StatusOr<std::optional<simdjson::dom::object>> selector =
+      OptionalObject(**spec, "nodeSelector", spath);
+  if (!selector.ok()) return selector.status();
+  if (selector->has_value()) {
+    absl::StatusOr<core::LabelSelector> sel =
+        DecodeLabelSelector(**selector, spath.Field("nodeSelector"));
+    if (!sel.ok()) return sel.status();
+    pool.node_selector = *std::move(sel);
+  }
+  for (auto [field, target] :
+       {std::pair<std::string_view, bool*>{"disablePreemption", &pool.disable_preemption},
+        {"disableBorrowing", &pool.disable_borrowing},
+        {"disableSharing", &pool.disable_sharing}}) {
+    absl::StatusOr<std::optional<bool>> flag = OptionalBool(**spec, field, spath);
+    if (!flag.ok()) return flag.status();
+    *target = flag->value_or(false);
+  }
+  return pool;
+}
+
+absl::StatusOr<core::Queue> DecodeQueue(simdjson::dom::object obj, const JsonPath& path) {
+  core::Queue queue;
+  const JsonPath mpath = path.Field("metadata");
+  absl::StatusOr<ObjectMeta> meta = DecodeObjectMeta(obj, path, mpath);
+  if (!meta.ok()) return meta.status();
+  queue.name = std::string(meta->name);
+  queue.creation = meta->creation;
+  absl::StatusOr<std::optional<simdjson::dom::object>> spec = OptionalObject(obj, "spec", path);
+  if (!spec.ok()) return spec.status();
+  if (!spec->has_value()) return queue;
+  const JsonPath spath = path.Field("spec");
+  absl::StatusOr<std::optional<double>> weight = OptionalNumber(**spec, "weight", spath);
+  if (!weight.ok()) return weight.status();
+  if (weight->has_value()) {
+    // The fair share divides by the sum of weights: zero or negative weights would break it.
+    if (!(**weight > 0)) {
+      return FieldError(spath.Field("weight"), StrCat("must be greater than 0, got ", **weight));
+    }
+    queue.weight = **weight;
+  }
+  using Limit = std::pair<std::string_view, std::optional<double>*>;
+  for (auto [field, target] :
+       {Limit{"nonPreemptibleLimitFactor", &queue.non_preemptible_limit_factor},
+        Limit{"excessBudget", &queue.excess_budget}}) {
+    absl::StatusOr<std::optional<double>> v = OptionalNumber(**spec, field, spath);
+    if (!v.ok()) return v.status();
+    if (!v->has_value()) continue;
+    if (**v < 0) return FieldError(spath.Field(field), StrCat("must not be negative, got ", **v));
+    *target = **v;
+  }
+  return queue;
+}
+
+absl::StatusOr<core::PodGroup> DecodePodGroup(simdjson::dom::object obj,
+                                              core::PodGroupSource source,
+                                              core::ResourceNames& names, const JsonPath& path) {
+  core::PodGroup group;
+  group.source = source;
+  const JsonPath mpath = path.Field("metadata");
+  absl::StatusOr<ObjectMeta> meta = DecodeObjectMeta(obj, path, mpath);
+  if (!meta.ok()) return meta.status();
+  group.name = std::string(meta->name);
+  group.creation = meta->creation;
+  absl::StatusOr<std::string> ns = NamespaceOf(meta->meta, mpath);
+  if (!ns.ok()) return ns.status();
+  group.ns = *std::move(ns);
+  absl::StatusOr<std::optional<simdjson::dom::object>> spec = OptionalObject(obj, "spec", path);
+  if (!spec.ok()) return spec.status();
+  if (!spec->has_value()) return group;
+  const JsonPath spath = path.Field("spec");
+  absl::StatusOr<std::optional<int32_t>> min_member =
+      OptionalInt32(**spec, "minMember", spath, /*non_negative=*/true);
+  if (!min_member.ok()) return min_member.status();
+  if (min_member->has_value()) group.min_member = **min_member;
+  if (source == core::PodGroupSource::kSchedulerPlugins) {
+    absl::StatusOr<std::optional<int32_t>> timeout =
+        OptionalInt32(**spec, "scheduleTimeoutSeconds", spath, /*non_negative=*/true);
+    if (!timeout.ok()) return timeout.status();
+    group.schedule_timeout_seconds = *timeout;
+  }
+  absl::StatusOr<std::optional<simdjson::dom::object>> min_resources =
+      OptionalObject(**spec, "minResources", spath);
+  if (!min_resources.ok()) return min_resources.status();
+  if (min_resources->has_value()) {
+    absl::StatusOr<core::ResourceVector> v =
+        DecodeResourceList(**min_resources, names, spath.Field("minResources"));
+    if (!v.ok()) return v.status();
+    group.min_resources = *std::move(v);
+  }
+  return group;
+}
+
+absl::StatusOr<core::PriorityClass> DecodePriorityClass(simdjson::dom::object obj,
+                                                        const JsonPath& path) {
+  core::PriorityClass pc;
+  const JsonPath mpath = path.Field("metadata");
+  absl::StatusOr<ObjectMeta> meta = DecodeObjectMeta(obj, path, mpath);
+  if (!meta.ok()) return meta.status();
+  pc.name = std::string(meta->name);
+  pc.creation = meta->creation;
+  // PriorityClass has no spec: its fields sit at the top level.
+  absl::StatusOr<std::optional<int32_t>> value =
+      OptionalInt32(obj, "value", path, /*non_negative=*/false);
+  if (!value.ok()) return value.status();
+  if (!value->has_value()) return FieldError(path.Field("value"), "required: expected an int32");
+  pc.value = **value;
+  absl::StatusOr<std::optional<bool>> global = OptionalBool(obj, "globalDefault", path);
+  if (!global.ok()) return global.status();
+  pc.global_default = global->value_or(false);
+  absl::StatusOr<std::optional<std::string_view>> policy =
+      OptionalString(obj, "preemptionPolicy", path);
+  if (!policy.ok()) return policy.status();
+  if (policy->has_value()) {
+    if (**policy != "PreemptLowerPriority" && **policy != "Never") {
+      return FieldError(path.Field("preemptionPolicy"),
+                        StrCat("expected PreemptLowerPriority or Never, got \"",
+                               (*policy)->substr(0, 64), "\""));
+    }
+    pc.preemption_policy = std::string(**policy);
+  }
+  return pc;
+}
+
 absl::StatusOr<core::ModelEvent> DecodeObjectEvent(simdjson::dom::object obj, bool deleted,
                                                    core::ResourceNames& names,
-                                                   const JsonPath& path) {
+                                                   const JsonPath& path,
+                                                   std::string_view kind_hint,
+                                                   std::string_view api_version_hint) {
   absl::StatusOr<std::optional<std::string_view>> kind = OptionalString(obj, "kind", path);
   if (!kind.ok()) return kind.status();
-  if (!kind->has_value()) {
-    return FieldError(path.Field("kind"), "required: expected \"Node\" or \"Pod\"");
+  const std::string_view kind_name = kind->has_value() && !(*kind)->empty() ? **kind : kind_hint;
+  if (kind_name.empty()) {
+    return FieldError(path.Field("kind"),
+                      StrCat("required: expected one of ", KindNamesText("")));
   }
-  if (**kind == "Node") {
-    absl::StatusOr<core::Node> node = DecodeNode(obj, names, path);
-    if (!node.ok()) return node.status();
-    if (deleted) return core::ModelEvent(core::NodeDelete{node->name});
-    return core::ModelEvent(core::NodeUpsert{*std::move(node)});
+  const KindInfo* info = FindKind(kind_name);
+  if (info == nullptr) {
+    return FieldError(path.Field("kind"), StrCat("unsupported kind \"", kind_name.substr(0, 64),
+                                                 "\"; berth ingests ", AcceptedKindsText()));
   }
-  if (**kind == "Pod") {
-    absl::StatusOr<core::Pod> pod = DecodePod(obj, names, path);
-    if (!pod.ok()) return pod.status();
-    if (deleted) return core::ModelEvent(core::PodDelete{pod->uid.str(), pod->ns.str(), pod->name.str()});
-    return core::ModelEvent(core::PodUpsert{*std::move(pod)});
+  absl::StatusOr<std::optional<std::string_view>> api_version =
+      OptionalString(obj, "apiVersion", path);
+  if (!api_version.ok()) return api_version.status();
+  std::string_view version = api_version->value_or("");
+  if (version.empty() && kind_name == kind_hint) version = api_version_hint;
+  if (version.empty()) version = info->versions[0];
+  if (version != info->versions[0] && (info->versions[1].empty() || version != info->versions[1])) {
+    return FieldError(path.Field("apiVersion"),
+                      StrCat("expected ", VersionsText(*info), " for kind ", info->name,
+                             ", got \"", version.substr(0, 64), "\""));
   }
-  return FieldError(path.Field("kind"),
-                    StrCat("unsupported kind \"", (*kind)->substr(0, 64),
-                                 "\"; this version of berth ingests Node and Pod"));
+
+  const JsonPath mpath = path.Field("metadata");
+  switch (info->kind) {
+    case Kind::kNode: {
+      absl::StatusOr<core::Node> node = DecodeNode(obj, names, path);
+      if (!node.ok()) return node.status();
+      if (deleted) return core::ModelEvent(core::NodeDelete{node->name});
+      return core::ModelEvent(core::NodeUpsert{*std::move(node)});
+    }
+    case Kind::kPod: {
+      absl::StatusOr<core::Pod> pod = DecodePod(obj, names, path);
+      if (!pod.ok()) return pod.status();
+      if (deleted) {
+        return core::ModelEvent(core::PodDelete{pod->uid.str(), pod->ns.str(), pod->name.str()});
+      }
+      return core::ModelEvent(core::PodUpsert{*std::move(pod)});
+    }
+    case Kind::kPool: {
+      if (deleted) {
+        absl::StatusOr<ObjectMeta> meta = DecodeObjectMeta(obj, path, mpath);
+        if (!meta.ok()) return meta.status();
+        return core::ModelEvent(core::PoolDelete{std::string(meta->name)});
+      }
+      absl::StatusOr<core::Pool> pool = DecodePool(obj, path);
+      if (!pool.ok()) return pool.status();
+      return core::ModelEvent(core::PoolUpsert{*std::move(pool)});
+    }
+    case Kind::kQueue: {
+      if (deleted) {
+        absl::StatusOr<ObjectMeta> meta = DecodeObjectMeta(obj, path, mpath);
+        if (!meta.ok()) return meta.status();
+        return core::ModelEvent(core::QueueDelete{std::string(meta->name)});
+      }
+      absl::StatusOr<core::Queue> queue = DecodeQueue(obj, path);
+      if (!queue.ok()) return queue.status();
+      return core::ModelEvent(core::QueueUpsert{*std::move(queue)});
+    }
+    case Kind::kPodGroup: {
+      if (deleted) {
+        absl::StatusOr<ObjectMeta> meta = DecodeObjectMeta(obj, path, mpath);
+        if (!meta.ok()) return meta.status();
+        absl::StatusOr<std::string> ns = NamespaceOf(meta->meta, mpath);
+        if (!ns.ok()) return ns.status();
+        return core::ModelEvent(core::PodGroupDelete{*std::move(ns), std::string(meta->name)});
+      }
+      const core::PodGroupSource source = version == kVolcanoV1beta1
+                                              ? core::PodGroupSource::kVolcano
+                                              : core::PodGroupSource::kSchedulerPlugins;
+      absl::StatusOr<core::PodGroup> group = DecodePodGroup(obj, source, names, path);
+      if (!group.ok()) return group.status();
+      return core::ModelEvent(core::PodGroupUpsert{*std::move(group)});
+    }
+    case Kind::kPriorityClass: {
+      if (deleted) {
+        absl::StatusOr<ObjectMeta> meta = DecodeObjectMeta(obj, path, mpath);
+        if (!meta.ok()) return meta.status();
+        return core::ModelEvent(core::PriorityClassDelete{std::string(meta->name)});
+      }
+      absl::StatusOr<core::PriorityClass> pc = DecodePriorityClass(obj, path);
+      if (!pc.ok()) return pc.status();
+      return core::ModelEvent(core::PriorityClassUpsert{*std::move(pc)});
+    }
+  }
+  return absl::InternalError("unhandled kind");
 }
 
 absl::StatusOr<std::vector<core::ModelEvent>> DecodeWatchEvents(simdjson::dom::element root,
@@ -454,11 +813,24 @@ absl::StatusOr<std::vector<core::ModelEvent>> DecodeList(simdjson::dom::element 
   if (!obj.ok()) return obj.status();
   auto kind = OptionalString(*obj, "kind", top);
   if (!kind.ok()) return kind.status();
+  // A typed list ("PoolList") names the kind of its items, which may omit kind and apiVersion.
   std::string_view item_kind;
-  if (kind->has_value() && **kind == "NodeList") item_kind = "Node";
-  if (kind->has_value() && **kind == "PodList") item_kind = "Pod";
+  std::string_view item_version;
+  constexpr std::string_view kListSuffix = "List";
+  if (kind->has_value() && **kind != "List" && (*kind)->size() > kListSuffix.size() &&
+      (*kind)->ends_with(kListSuffix)) {
+    const std::string_view prefix = (*kind)->substr(0, (*kind)->size() - kListSuffix.size());
+    if (FindKind(prefix) != nullptr) {
+      item_kind = prefix;
+      auto version = OptionalString(*obj, "apiVersion", top);
+      if (!version.ok()) return version.status();
+      item_version = version->value_or("");
+    }
+  }
   if (!kind->has_value() || (**kind != "List" && item_kind.empty())) {
-    return FieldError(top.Field("kind"), "expected \"List\", \"NodeList\" or \"PodList\"");
+    return FieldError(top.Field("kind"),
+                      StrCat("expected \"List\" or a typed list of a kind berth ingests (",
+                             KindNamesText("List"), ")"));
   }
   auto items = OptionalArray(*obj, "items", top);
   if (!items.ok()) return items.status();
@@ -469,21 +841,8 @@ absl::StatusOr<std::vector<core::ModelEvent>> DecodeList(simdjson::dom::element 
     const JsonPath ipath = top.Item("items", i++);
     auto item = AsObject(el, ipath);
     if (!item.ok()) return item.status();
-    absl::StatusOr<core::ModelEvent> e = absl::InternalError("unset");
-    if (!item_kind.empty() && !OptionalField(*item, "kind")) {
-      // Items of typed lists may omit kind.
-      if (item_kind == "Node") {
-        auto n = DecodeNode(*item, names, ipath);
-        if (!n.ok()) return n.status();
-        e = core::ModelEvent(core::NodeUpsert{*std::move(n)});
-      } else {
-        auto p = DecodePod(*item, names, ipath);
-        if (!p.ok()) return p.status();
-        e = core::ModelEvent(core::PodUpsert{*std::move(p)});
-      }
-    } else {
-      e = DecodeObjectEvent(*item, /*deleted=*/false, names, ipath);
-    }
+    absl::StatusOr<core::ModelEvent> e =
+        DecodeObjectEvent(*item, /*deleted=*/false, names, ipath, item_kind, item_version);
     if (!e.ok()) return e.status();
     out.push_back(*std::move(e));
   }
@@ -560,6 +919,69 @@ nlohmann::json EncodePod(const core::Pod& pod, const core::ResourceNames& names)
   j["spec"] = std::move(spec);
   j["status"] = {{"phase", core::PodPhaseName(pod.phase)}};
   if (!pod.nominated_node.empty()) j["status"]["nominatedNodeName"] = pod.nominated_node;
+  return j;
+}
+
+nlohmann::json EncodeLabelSelector(const core::LabelSelector& selector) {
+  nlohmann::json j = nlohmann::json::object();
+  if (!selector.match_labels.empty()) j["matchLabels"] = EncodeLabels(selector.match_labels);
+  if (!selector.match_expressions.empty()) {
+    nlohmann::json exprs = nlohmann::json::array();
+    for (const core::SelectorRequirement& r : selector.match_expressions) {
+      nlohmann::json e = {{"key", r.key}, {"operator", core::SelectorOpName(r.op)}};
+      if (!r.values.empty()) e["values"] = r.values;
+      exprs.push_back(std::move(e));
+    }
+    j["matchExpressions"] = std::move(exprs);
+  }
+  return j;
+}
+
+nlohmann::json EncodePool(const core::Pool& pool) {
+  nlohmann::json j = {{"apiVersion", kBerthV1alpha1}, {"kind", "Pool"}};
+  j["metadata"] = {{"name", pool.name}, {"creationTimestamp", EncodeTime(pool.creation)}};
+  j["spec"] = {{"nodeSelector", EncodeLabelSelector(pool.node_selector)},
+               {"disablePreemption", pool.disable_preemption},
+               {"disableBorrowing", pool.disable_borrowing},
+               {"disableSharing", pool.disable_sharing}};
+  return j;
+}
+
+nlohmann::json EncodeQueue(const core::Queue& queue) {
+  nlohmann::json j = {{"apiVersion", kBerthV1alpha1}, {"kind", "Queue"}};
+  j["metadata"] = {{"name", queue.name}, {"creationTimestamp", EncodeTime(queue.creation)}};
+  j["spec"] = {{"weight", queue.weight}};
+  if (queue.non_preemptible_limit_factor) {
+    j["spec"]["nonPreemptibleLimitFactor"] = *queue.non_preemptible_limit_factor;
+  }
+  if (queue.excess_budget) j["spec"]["excessBudget"] = *queue.excess_budget;
+  return j;
+}
+
+nlohmann::json EncodePodGroup(const core::PodGroup& group, const core::ResourceNames& names) {
+  const bool volcano = group.source == core::PodGroupSource::kVolcano;
+  nlohmann::json j = {
+      {"apiVersion", volcano ? kVolcanoV1beta1 : kSchedulerPluginsV1alpha1},
+      {"kind", "PodGroup"}};
+  j["metadata"] = {{"name", group.name},
+                   {"namespace", group.ns},
+                   {"creationTimestamp", EncodeTime(group.creation)}};
+  j["spec"] = {{"minMember", group.min_member}};
+  if (group.schedule_timeout_seconds && !volcano) {
+    j["spec"]["scheduleTimeoutSeconds"] = *group.schedule_timeout_seconds;
+  }
+  if (!group.min_resources.IsZero()) {
+    j["spec"]["minResources"] = EncodeResourceList(group.min_resources, names);
+  }
+  return j;
+}
+
+nlohmann::json EncodePriorityClass(const core::PriorityClass& pc) {
+  nlohmann::json j = {{"apiVersion", kSchedulingV1}, {"kind", "PriorityClass"}};
+  j["metadata"] = {{"name", pc.name}, {"creationTimestamp", EncodeTime(pc.creation)}};
+  j["value"] = pc.value;
+  j["globalDefault"] = pc.global_default;
+  j["preemptionPolicy"] = pc.preemption_policy;
   return j;
 }
 

@@ -41,20 +41,68 @@ absl::StatusOr<core::ResourceVector> DecodeResourceList(
     NameMode mode = NameMode::kIntern,
     std::vector<std::pair<std::string, int64_t>>* unknown = nullptr);
 
-/// Decodes one object of any kind berth ingests into the model event it stands for.
+/// Decodes a metav1.LabelSelector: `matchLabels` and `matchExpressions` (operators In, NotIn,
+/// Exists, DoesNotExist; In and NotIn need values, the others take none).
+absl::StatusOr<core::LabelSelector> DecodeLabelSelector(simdjson::dom::object obj,
+                                                        const JsonPath& path);
+
+/// Decodes a `Pool` (berth.io/v1alpha1, or the seed's resource.aibee.cn/v1alpha1: the same
+/// fields). An absent `spec.nodeSelector` is the empty selector, which selects every node.
+absl::StatusOr<core::Pool> DecodePool(simdjson::dom::object obj, const JsonPath& path);
+
+/// Decodes a `Queue` (berth.io/v1alpha1): `spec.weight` (> 0, default 1),
+/// `spec.nonPreemptibleLimitFactor` and `spec.excessBudget` (>= 0, optional). The CRD's schema
+/// checks these too; berth checks again rather than trust it.
+absl::StatusOr<core::Queue> DecodeQueue(simdjson::dom::object obj, const JsonPath& path);
+
+/// Decodes a PodGroup of either CRD (`source` says which; it comes from the apiVersion):
+/// `spec.minMember` (int32 >= 0; absent: 1, see core::PodGroup), `spec.minResources`,
+/// and for scheduler-plugins `spec.scheduleTimeoutSeconds` (int32 >= 0; Volcano has none, and
+/// the field is ignored on a Volcano PodGroup). A missing namespace is "default".
+absl::StatusOr<core::PodGroup> DecodePodGroup(simdjson::dom::object obj,
+                                              core::PodGroupSource source,
+                                              core::ResourceNames& names, const JsonPath& path);
+
+/// Decodes a scheduling.k8s.io/v1 `PriorityClass`: `value` (required, int32), `globalDefault`,
+/// `preemptionPolicy` (PreemptLowerPriority, the default, or Never).
+absl::StatusOr<core::PriorityClass> DecodePriorityClass(simdjson::dom::object obj,
+                                                        const JsonPath& path);
+
+/// Decodes one object of any kind berth ingests into the model event it stands for. The kind
+/// and apiVersion choose the decoder:
+///
+///   Node, Pod                v1
+///   Pool                     berth.io/v1alpha1 or resource.aibee.cn/v1alpha1
+///   Queue                    berth.io/v1alpha1
+///   PodGroup                 scheduling.x-k8s.io/v1alpha1 or scheduling.volcano.sh/v1beta1
+///   PriorityClass            scheduling.k8s.io/v1
+///
+/// An object without `apiVersion` is read as the first version listed for its kind (hand-written
+/// standalone input often omits it); one with an apiVersion not listed for its kind is refused,
+/// so that, say, a Volcano Queue is never read as berth's.
 /// \param deleted true for a watch DELETED event; a Pod in phase Succeeded/Failed stays an
-/// upsert (it frees its node's resources but remains an API object until deleted).
+/// upsert (it frees its node's resources but remains an API object until deleted). Deletes of
+/// pools, queues, PodGroups and PriorityClasses read only the identity (metadata.name and, for
+/// PodGroups, metadata.namespace): the last state of a deleted object need not be valid.
+/// \param kind_hint, api_version_hint the item kind and apiVersion of a typed list (PodList,
+/// PoolList...), whose items may omit both. An object's own fields win; `api_version_hint`
+/// applies only to an object of kind `kind_hint`.
 absl::StatusOr<core::ModelEvent> DecodeObjectEvent(simdjson::dom::object obj, bool deleted,
                                                    core::ResourceNames& names,
-                                                   const JsonPath& path);
+                                                   const JsonPath& path,
+                                                   std::string_view kind_hint = {},
+                                                   std::string_view api_version_hint = {});
 
 /// Decodes watch events: one `{"type": "ADDED|MODIFIED|DELETED", "object": {...}}` or an array
 /// of them. Either every event decodes, or the first error is returned and nothing is applied.
 absl::StatusOr<std::vector<core::ModelEvent>> DecodeWatchEvents(simdjson::dom::element root,
                                                                  core::ResourceNames& names);
 
-/// Decodes a Kubernetes list (`List`, `NodeList`, `PodList`: what `kubectl get nodes,pods -o
-/// json` prints, and what /debug/snapshot prints) into upsert events.
+/// Decodes a Kubernetes list into upsert events: a `List` (what `kubectl get nodes,pods -o json`
+/// prints, and what /debug/snapshot prints), whose items carry their kind, or a typed list of a
+/// kind DecodeObjectEvent reads (`NodeList`, `PodList`, `PoolList`, `QueueList`,
+/// `PodGroupList`, `PriorityClassList`), whose items take kind and apiVersion from the list
+/// when they lack them.
 absl::StatusOr<std::vector<core::ModelEvent>> DecodeList(simdjson::dom::element root,
                                                          core::ResourceNames& names);
 
@@ -63,6 +111,14 @@ absl::StatusOr<std::vector<core::ModelEvent>> DecodeList(simdjson::dom::element 
 /// as the request of one container named "main".
 nlohmann::json EncodeNode(const core::Node& node, const core::ResourceNames& names);
 nlohmann::json EncodePod(const core::Pod& pod, const core::ResourceNames& names);
+/// Encode the other kinds the same way: Kubernetes JSON that the decoders above read back to an
+/// equal value. Pools are written as berth.io/v1alpha1 whatever apiVersion they came as;
+/// a PodGroup keeps its CRD (PodGroup::source).
+nlohmann::json EncodeLabelSelector(const core::LabelSelector& selector);
+nlohmann::json EncodePool(const core::Pool& pool);
+nlohmann::json EncodeQueue(const core::Queue& queue);
+nlohmann::json EncodePodGroup(const core::PodGroup& group, const core::ResourceNames& names);
+nlohmann::json EncodePriorityClass(const core::PriorityClass& pc);
 /// A resource vector as a Kubernetes ResourceList ({"cpu": "500m", ...}); zero entries omitted.
 nlohmann::json EncodeResourceList(const core::ResourceVector& v, const core::ResourceNames& names);
 

@@ -22,18 +22,27 @@
 #include "extender/config.h"
 #include "extender/demo_cluster.h"
 #include "extender/http_server.h"
+#include "extender/kube/kubeconfig.h"
+#include "extender/kube/runtime.h"
 #include "extender/logging.h"
 #include "extender/service.h"
 #include "policy/registry.h"
 #include "spdlog/spdlog.h"
 
 ABSL_FLAG(std::string, listen, "127.0.0.1:8888", "HOST:PORT to serve the extender and debug API on");
+ABSL_FLAG(std::string, ops_listen, "",
+          "HOST:PORT to serve only the read-only operations endpoints on (GET /healthz, /readyz, "
+          "/version, /debug/*), e.g. 0.0.0.0:8889 for probes while --listen stays on loopback");
 ABSL_FLAG(std::string, config, "", "berth configuration file (JSON); see docs/configuration.md");
 ABSL_FLAG(std::string, cluster, "",
           "standalone mode: load the cluster from this Kubernetes List JSON file "
           "(kubectl get nodes,pods -o json, or /debug/snapshot output) instead of the demo cluster");
-ABSL_FLAG(std::string, kubeconfig, "", "Kubernetes mode: connect with this kubeconfig file");
-ABSL_FLAG(bool, in_cluster, false, "Kubernetes mode: connect with the pod's service account");
+ABSL_FLAG(std::string, kubeconfig, "",
+          "Kubernetes mode: connect with this kubeconfig file (its current context)");
+ABSL_FLAG(std::string, context, "", "Kubernetes mode: the kubeconfig context to use instead of current-context");
+ABSL_FLAG(bool, in_cluster, false,
+          "Kubernetes mode: connect with the pod's service account (the default in a pod, "
+          "i.e. when KUBERNETES_SERVICE_HOST is set and no --cluster is given)");
 ABSL_FLAG(std::string, scheduler_name, "",
           "schedulerName of berth's pods (default: the config's schedulerName, else berth-scheduler)");
 ABSL_FLAG(std::string, log_level, "info", "trace, debug, info, warn, error or off");
@@ -46,12 +55,13 @@ namespace {
 constexpr char kUsage[] =
     "a Kubernetes scheduler extender for batch and AI training work.\n\n"
     "usage:\n"
-    "  berth serve [--listen 127.0.0.1:8888] [--config FILE]\n"
-    "              [--cluster FILE | --kubeconfig FILE | --in-cluster]\n"
+    "  berth serve [--listen 127.0.0.1:8888] [--ops-listen HOST:PORT] [--config FILE]\n"
+    "              [--cluster FILE | --kubeconfig FILE [--context NAME] | --in-cluster]\n"
     "              [--scheduler-name berth-scheduler] [--log-level info] [--log-format text|json]\n"
     "  berth version\n\n"
     "With no --cluster, --kubeconfig or --in-cluster, `berth serve` runs on its embedded demo "
-    "cluster.";
+    "cluster, or in a pod (KUBERNETES_SERVICE_HOST set) in Kubernetes mode with the pod's "
+    "service account.";
 
 int Fail(std::string_view message) {
   std::cerr << "berth: " << message << "\n";
@@ -117,10 +127,23 @@ int Serve() {
     config.scheduler_name = name;
   }
   const std::string cluster_file = absl::GetFlag(FLAGS_cluster);
-  if (!absl::GetFlag(FLAGS_kubeconfig).empty() || absl::GetFlag(FLAGS_in_cluster)) {
-    if (!cluster_file.empty()) return Fail("--cluster cannot be combined with --kubeconfig or --in-cluster");
-    return Fail("Kubernetes mode (--kubeconfig, --in-cluster) is not available in this version; "
-                "run standalone with --cluster FILE or the demo cluster");
+  const std::string kubeconfig = absl::GetFlag(FLAGS_kubeconfig);
+  const kube::InClusterEnv env = kube::InClusterEnvFromProcess();
+  if (!absl::GetFlag(FLAGS_context).empty() && kubeconfig.empty()) {
+    return Fail("--context needs --kubeconfig");
+  }
+  if (!kubeconfig.empty() && absl::GetFlag(FLAGS_in_cluster)) {
+    return Fail("--kubeconfig and --in-cluster exclude each other");
+  }
+  const bool kubernetes = !kubeconfig.empty() || absl::GetFlag(FLAGS_in_cluster) ||
+                          (cluster_file.empty() && kube::InCluster(env));
+  if (kubernetes && !cluster_file.empty()) {
+    return Fail("--cluster cannot be combined with --kubeconfig or --in-cluster");
+  }
+  std::string ops_host;
+  int ops_port = 0;
+  if (const std::string ops = absl::GetFlag(FLAGS_ops_listen); !ops.empty() && !ParseListen(ops, &ops_host, &ops_port)) {
+    return Fail(StrCat("--ops-listen: expected HOST:PORT such as 0.0.0.0:8889, got \"", ops, "\""));
   }
 
   core::RealClock clock;
@@ -132,40 +155,65 @@ int Serve() {
 
   std::string policies;
   for (const std::string& m : (*pipeline)->Describe()) StrAppend(&policies, policies.empty() ? "" : " ", m);
-  ServiceOptions options{.mode = Mode::kStandalone,
+  ServiceOptions options{.mode = kubernetes ? Mode::kKubernetes : Mode::kStandalone,
                          .scheduler_name = config.scheduler_name,
                          .topology_levels = config.topology_levels,
                          .bind_confirm_timeout = config.bind_confirm_timeout,
                          .version = kVersion,
                          .git_commit = kGitCommit,
                          .build_type = kBuildType};
-  LocalBinder binder(&model);
-  Service service(options, &model, *std::move(pipeline), &binder, &clock);
 
-  std::string source = "embedded demo cluster";
-  std::string text;
-  if (!cluster_file.empty()) {
-    absl::StatusOr<std::string> read = ReadFile(cluster_file);
-    if (!read.ok()) return Fail(ToStd(read.status().message()));
-    text = *std::move(read);
-    source = cluster_file;
-  } else {
-    text = std::string(kDemoClusterJson);
+  std::unique_ptr<kube::KubernetesRuntime> runtime;
+  LocalBinder local_binder(&model);
+  BinderInterface* binder = &local_binder;
+  std::string source;
+  if (kubernetes) {
+    absl::StatusOr<kube::ClientConfig> kc =
+        !kubeconfig.empty() ? kube::LoadKubeconfig(kubeconfig, absl::GetFlag(FLAGS_context))
+                            : kube::InClusterConfig(env);
+    if (!kc.ok()) return Fail(ToStd(kc.status().message()));
+    kube::KubernetesOptions kopts;
+    kopts.reflector.watch_timeout = config.watch_timeout;
+    kopts.leader_election = config.leader_election;
+    kopts.client.user_agent = StrCat("berth/", kVersion);
+    absl::StatusOr<std::unique_ptr<kube::KubernetesRuntime>> rt =
+        kube::KubernetesRuntime::Create(*std::move(kc), kopts, &model);
+    if (!rt.ok()) return Fail(ToStd(rt.status().message()));
+    runtime = *std::move(rt);
+    binder = &runtime->binder();
+    source = StrCat("kubernetes, ", runtime->client().server());
   }
-  absl::StatusOr<size_t> loaded = service.LoadList(text, cluster_file.empty() ? "demo cluster" : cluster_file);
-  if (!loaded.ok()) return Fail(ToStd(loaded.status().message()));
-  size_t nodes, pods;
-  {
+  Service service(options, &model, *std::move(pipeline), binder, &clock);
+
+  if (!kubernetes) {
+    std::string text;
+    if (!cluster_file.empty()) {
+      absl::StatusOr<std::string> read = ReadFile(cluster_file);
+      if (!read.ok()) return Fail(ToStd(read.status().message()));
+      text = *std::move(read);
+    } else {
+      text = std::string(kDemoClusterJson);
+    }
+    absl::StatusOr<size_t> loaded =
+        service.LoadList(text, cluster_file.empty() ? "demo cluster" : cluster_file);
+    if (!loaded.ok()) return Fail(ToStd(loaded.status().message()));
     auto view = model.Read();
-    nodes = view->node_count();
-    pods = view->pod_count();
+    source = StrCat("standalone, ", cluster_file.empty() ? "embedded demo cluster" : cluster_file,
+                    ": ", view->node_count(), " nodes, ", view->pod_count(), " pods");
+    service.SetReady(true);
   }
-  service.SetReady(true);
 
   HttpServer server(&service, HttpServerOptions{.max_body_bytes = config.max_request_bytes,
                                                 .threads = config.http_threads});
   absl::StatusOr<int> bound = server.Bind(host, port);
   if (!bound.ok()) return Fail(ToStd(bound.status().message()));
+  std::unique_ptr<HttpServer> ops_server;
+  if (!ops_host.empty()) {
+    ops_server = std::make_unique<HttpServer>(
+        &service, HttpServerOptions{.max_body_bytes = 4096, .threads = 8, .read_only = true});
+    absl::StatusOr<int> ops_bound = ops_server->Start(ops_host, ops_port);
+    if (!ops_bound.ok()) return Fail(StrCat("--ops-listen: ", ops_bound.status().message()));
+  }
 
   // Signals go to one thread that stops the server; housekeeping runs on another.
   sigset_t signals;
@@ -180,26 +228,32 @@ int Serve() {
     spdlog::info("signal {} received, shutting down", sig);
     stopping = true;
     server.Stop();
+    if (ops_server) ops_server->Stop();
   });
   std::thread housekeeping([&] {
+    int ticks = 0;
     while (!stopping) {
-      for (int i = 0; i < 50 && !stopping; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      if (++ticks % 50 != 0) continue;
       if (int n = model.ExpireBinds(config.bind_confirm_timeout); n > 0) {
         spdlog::warn("released {} bind(s) never confirmed within the timeout", n);
       }
     }
   });
+  // /readyz turns ready only once every watched collection's first list is in the model.
+  if (runtime) runtime->Start([&service] { service.SetReady(true); });
 
   const std::string url = StrCat("http://", host.find(':') != std::string::npos ? StrCat("[", host, "]") : host,
                                  ":", *bound);
-  std::cout << "berth " << kVersion << " listening on " << url << " (standalone, " << source
-            << ": " << nodes << " nodes, " << pods << " pods)\n"
+  std::cout << "berth " << kVersion << " listening on " << url << " (" << source << ")\n"
             << "try: curl -s '" << url << "/debug/nodes?format=text'\n"
             << std::flush;
   spdlog::info("serving on {} with policies {}", url, policies);
   server.Run();
   stopping = true;
   housekeeping.join();
+  if (ops_server) ops_server->Stop();
+  if (runtime) runtime->Stop();  // a leader releases its Lease
   if (signal_thread.joinable()) {
     pthread_kill(signal_thread.native_handle(), SIGTERM);
     signal_thread.join();

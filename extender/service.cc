@@ -185,18 +185,37 @@ Reply Service::Prioritize(std::string_view body) {
   return Reply{.status = 200, .body = EncodePriorityList(args->node_names, scores)};
 }
 
+/// How long a Kubernetes-mode bind waits for a pod berth's watch has not delivered yet.
+constexpr absl::Duration kUnknownPodGrace = absl::Seconds(1);
+
 Reply Service::Bind(std::string_view body) {
   ParsedBody parsed;
   if (absl::Status s = parsed.Parse(body); !s.ok()) return VerbErrorReply(400, ToStd(s.message()));
   absl::StatusOr<BindingArgs> args = DecodeBindingArgs(parsed.root());
   if (!args.ok()) return VerbErrorReply(400, ToStd(args.status().message()));
   const std::string key = StrCat(args->pod_namespace, "/", args->pod_name);
+  if (absl::Status can = binder_->CanBind(); !can.ok()) {
+    spdlog::info("bind refused pod={} node={}: {}", key, args->node, ToStd(can.message()));
+    return Reply{.body = EncodeBindingResult(ToStd(can.message()))};
+  }
   std::string uid(args->pod_uid);
   core::Pod pod;
   {
+    auto find = [&](const core::ClusterState& state) {
+      return uid.empty() ? state.FindPodByName(args->pod_namespace, args->pod_name)
+                         : state.FindPod(uid);
+    };
+    if (options_.mode == Mode::kKubernetes) {
+      // kube-scheduler and berth watch the same API server, but berth's pod watch may trail
+      // kube-scheduler's informer by a few milliseconds: give it a moment before refusing.
+      const absl::Time deadline = absl::Now() + kUnknownPodGrace;
+      while (absl::Now() < deadline) {
+        if (find(*model_->Read()) != nullptr) break;
+        absl::SleepFor(absl::Milliseconds(5));
+      }
+    }
     auto view = model_->Read();
-    const core::PodState* p = uid.empty() ? view->FindPodByName(args->pod_namespace, args->pod_name)
-                                          : view->FindPod(uid);
+    const core::PodState* p = find(*view);
     if (p == nullptr) {
       return Reply{.body = EncodeBindingResult(StrCat("pod ", key, " is not known to berth"))};
     }
@@ -298,6 +317,14 @@ Reply Service::Events(std::string_view body) {
                       {"podsUpserted", stats.pods_upserted},
                       {"podsDeleted", stats.pods_deleted},
                       {"bindsConfirmed", stats.binds_confirmed},
+                      {"poolsUpserted", stats.pools_upserted},
+                      {"poolsDeleted", stats.pools_deleted},
+                      {"queuesUpserted", stats.queues_upserted},
+                      {"queuesDeleted", stats.queues_deleted},
+                      {"podGroupsUpserted", stats.podgroups_upserted},
+                      {"podGroupsDeleted", stats.podgroups_deleted},
+                      {"priorityClassesUpserted", stats.priorityclasses_upserted},
+                      {"priorityClassesDeleted", stats.priorityclasses_deleted},
                       {"generation", generation}};
   spdlog::debug("events applied={} generation={}", events->size(), generation);
   return JsonReply(200, j);
@@ -465,11 +492,24 @@ Reply Service::DebugSnapshot(bool text) const {
                 p->pod.node_name.empty() ? "-" : p->pod.node_name.str(),
                 std::string(core::PodPhaseName(p->pod.phase))});
     }
+    // The model visits these kinds in name order already.
+    view->ForEachPool([&](const core::Pool& o) { t.AddRow({"Pool", "-", o.name, "-", "-"}); });
+    view->ForEachQueue([&](const core::Queue& o) { t.AddRow({"Queue", "-", o.name, "-", "-"}); });
+    view->ForEachPodGroup(
+        [&](const core::PodGroup& o) { t.AddRow({"PodGroup", o.ns, o.name, "-", "-"}); });
+    view->ForEachPriorityClass(
+        [&](const core::PriorityClass& o) { t.AddRow({"PriorityClass", "-", o.name, "-", "-"}); });
     return TextReply(t.Render());
   }
   nlohmann::json items = nlohmann::json::array();
   for (const auto* n : nodes) items.push_back(EncodeNode(n->node, names));
   for (const auto* p : pods) items.push_back(EncodePod(p->pod, names));
+  view->ForEachPool([&](const core::Pool& o) { items.push_back(EncodePool(o)); });
+  view->ForEachQueue([&](const core::Queue& o) { items.push_back(EncodeQueue(o)); });
+  view->ForEachPodGroup(
+      [&](const core::PodGroup& o) { items.push_back(EncodePodGroup(o, names)); });
+  view->ForEachPriorityClass(
+      [&](const core::PriorityClass& o) { items.push_back(EncodePriorityClass(o)); });
   return JsonReply(200, {{"apiVersion", "v1"},
                          {"kind", "List"},
                          {"metadata", {{"resourceVersion", StrCat(view->generation())}}},

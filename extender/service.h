@@ -25,6 +25,9 @@ enum class Mode {
 class BinderInterface {
  public:
   virtual ~BinderInterface() = default;
+  /// Whether this process may bind at all (Kubernetes mode: only the elected leader does).
+  /// Checked before berth touches its model, so a refused bind changes nothing.
+  virtual absl::Status CanBind() const { return absl::OkStatus(); }
   /// \return OK once the pod is bound to `node` (or the API server's refusal).
   virtual absl::Status Bind(const core::Pod& pod, std::string_view node) = 0;
 };

@@ -65,6 +65,24 @@ berth_cli_fails(serve.log-level "^berth: --log-level: expected trace, debug, inf
 berth_cli_fails(serve.kubeconfig-and-cluster "--cluster cannot be combined with --kubeconfig" ONE_LINE
   ARGS serve --listen 127.0.0.1:0 --cluster ${BERTH_CLI_DATA}/cluster-bad-quantity.json
        --kubeconfig /nonexistent/kubeconfig)
+berth_cli_fails(serve.kubeconfig-and-in-cluster "--kubeconfig and --in-cluster exclude each other" ONE_LINE
+  ARGS serve --listen 127.0.0.1:0 --in-cluster --kubeconfig /nonexistent/kubeconfig)
+berth_cli_fails(serve.context-without-kubeconfig "^berth: --context needs --kubeconfig\n$" ONE_LINE
+  ARGS serve --listen 127.0.0.1:0 --context prod)
+berth_cli_fails(serve.ops-listen "^berth: --ops-listen: expected HOST:PORT such as 0.0.0.0:8889, got \"8889\"\n$"
+  ONE_LINE ARGS serve --listen 127.0.0.1:0 --ops-listen 8889)
+berth_cli_fails(serve.kubeconfig-missing "^berth: [^\n]*/nonexistent/kubeconfig[^\n]*\n$" ONE_LINE
+  ARGS serve --listen 127.0.0.1:0 --kubeconfig /nonexistent/kubeconfig)
+# Outside a pod, --in-cluster names what is missing.
+add_test(NAME cli.serve.in-cluster-outside-pod.message
+  COMMAND ${CMAKE_COMMAND} -E env --unset=KUBERNETES_SERVICE_HOST --unset=KUBERNETES_SERVICE_PORT
+          $<TARGET_FILE:berth> serve --listen 127.0.0.1:0 --in-cluster)
+set_tests_properties(cli.serve.in-cluster-outside-pod.message PROPERTIES
+  PASS_REGULAR_EXPRESSION "^berth: [^\n]*KUBERNETES_SERVICE_HOST[^\n]*\n$"
+  FAIL_REGULAR_EXPRESSION "${BERTH_CLI_NEVER}" TIMEOUT 10 LABELS cli)
+berth_cli_fails(serve.config-bad-lease
+  "^berth: [^\n]*/config-bad-lease\.json: kubernetes\.leaderElection: [^\n]*renewDeadlineSeconds must be less than leaseDurationSeconds[^\n]*\n$"
+  ONE_LINE ARGS serve --listen 127.0.0.1:0 --config ${BERTH_CLI_DATA}/config-bad-lease.json)
 
 # ---- serve: files --------------------------------------------------------------------------------
 

@@ -786,7 +786,8 @@ TEST_CASE("DecodeList errors", "[codec][list]") {
   auto wrong_list = ListEvents({{"kind", "ConfigMapList"}, {"items", Json::array()}}, names);
   REQUIRE_FALSE(wrong_list.ok());
   CHECK(std::string(wrong_list.status().message()) ==
-        "kind: expected \"List\", \"NodeList\" or \"PodList\"");
+        "kind: expected \"List\" or a typed list of a kind berth ingests (NodeList, PodList, "
+        "PoolList, QueueList, PodGroupList, PriorityClassList)");
   auto no_kind = ListEvents({{"items", Json::array()}}, names);
   REQUIRE_FALSE(no_kind.ok());
   auto array = ListEvents(Json::array(), names);
@@ -973,6 +974,681 @@ TEST_CASE("EncodeResourceList prints Kubernetes quantities and omits zeros", "[c
   const Json j = EncodeResourceList(v, names);
   CHECK(j == Json({{"cpu", "1500m"}, {"memory", "64Gi"}, {"nvidia.com/gpu", "4"}, {"pods", "110"}}));
   CHECK(EncodeResourceList(core::ResourceVector(), names) == Json::object());
+}
+
+// ---- Pools, Queues, PodGroups, PriorityClasses ----------------------------------------------
+
+using berth::testing::MakePodGroup;
+using berth::testing::MakePool;
+using berth::testing::MakePriorityClass;
+using berth::testing::MakeQueue;
+
+// Decodes `j` as a watch event's object (paths read "object...").
+absl::StatusOr<core::ModelEvent> ObjectEvent(const Json& j, core::ResourceNames& names,
+                                             bool deleted = false, std::string_view kind_hint = {},
+                                             std::string_view version_hint = {}) {
+  absl::StatusOr<JsonDocument> doc = JsonDocument::Parse(j.dump());
+  REQUIRE(doc.ok());
+  const JsonPath top;
+  const JsonPath path = top.Field("object");
+  absl::StatusOr<simdjson::dom::object> obj = AsObject(doc->root(), path);
+  if (!obj.ok()) return obj.status();
+  return DecodeObjectEvent(*obj, deleted, names, path, kind_hint, version_hint);
+}
+
+// The event `j` decodes to, which must be a T.
+template <class T>
+T MustEvent(const Json& j, bool deleted = false, std::string_view kind_hint = {},
+            std::string_view version_hint = {}) {
+  core::ResourceNames names;
+  absl::StatusOr<core::ModelEvent> e = ObjectEvent(j, names, deleted, kind_hint, version_hint);
+  INFO("object: " << j.dump() << "\nstatus: " << e.status().ToString());
+  REQUIRE(e.ok());
+  REQUIRE(std::holds_alternative<T>(*e));
+  return std::get<T>(*e);
+}
+
+// The error message of an object that must not decode.
+std::string ObjectError(const Json& j, bool deleted = false) {
+  core::ResourceNames names;
+  absl::StatusOr<core::ModelEvent> e = ObjectEvent(j, names, deleted);
+  INFO("object: " << j.dump());
+  REQUIRE_FALSE(e.ok());
+  CHECK(e.status().code() == absl::StatusCode::kInvalidArgument);
+  return std::string(e.status().message());
+}
+
+core::Labels LabelSet(std::initializer_list<std::pair<std::string, std::string>> kv) {
+  core::Labels l;
+  for (const auto& [k, v] : kv) l.Set(k, v);
+  return l;
+}
+
+// The seed's two Pool examples (seeds/004), as kubectl would send them converted to JSON.
+Json SeedDemoPool(const std::string& api_version) {
+  Json j = Json::parse(R"({
+    "apiVersion": "resource.aibee.cn/v1alpha1",
+    "kind": "Pool",
+    "metadata": {"name": "demo"},
+    "spec": {
+      "nodeSelector": {"matchLabels": {"pool": "demo"}},
+      "disablePreemption": false,
+      "disableBorrowing": false,
+      "disableSharing": false
+    }
+  })");
+  j["apiVersion"] = api_version;
+  return j;
+}
+Json SeedMastersPool(const std::string& api_version) {
+  Json j = Json::parse(R"({
+    "apiVersion": "resource.aibee.cn/v1alpha1",
+    "kind": "Pool",
+    "metadata": {"name": "masters"},
+    "spec": {
+      "nodeSelector": {"matchLabels": {"kubernetes.io/role": "master"}},
+      "disablePreemption": true,
+      "disableBorrowing": true,
+      "disableSharing": true
+    }
+  })");
+  j["apiVersion"] = api_version;
+  return j;
+}
+
+TEST_CASE("DecodeObjectEvent: the seed's Pools under either apiVersion", "[codec][kinds]") {
+  for (const std::string version : {"resource.aibee.cn/v1alpha1", "berth.io/v1alpha1"}) {
+    INFO("apiVersion " << version);
+    const core::Pool demo = MustEvent<core::PoolUpsert>(SeedDemoPool(version)).pool;
+    CHECK(demo.name == "demo");
+    CHECK(demo.node_selector.match_labels == LabelSet({{"pool", "demo"}}));
+    CHECK(demo.node_selector.match_expressions.empty());
+    CHECK_FALSE(demo.disable_preemption);
+    CHECK_FALSE(demo.disable_borrowing);
+    CHECK_FALSE(demo.disable_sharing);
+    CHECK(demo.creation == absl::InfinitePast());
+    CHECK(demo.node_selector.Matches(LabelSet({{"pool", "demo"}, {"zone", "a"}})));
+    CHECK_FALSE(demo.node_selector.Matches(LabelSet({{"pool", "other"}})));
+
+    const core::Pool masters = MustEvent<core::PoolUpsert>(SeedMastersPool(version)).pool;
+    CHECK(masters.name == "masters");
+    CHECK(masters.disable_preemption);
+    CHECK(masters.disable_borrowing);
+    CHECK(masters.disable_sharing);
+    CHECK(masters.node_selector.Matches(LabelSet({{"kubernetes.io/role", "master"}})));
+    CHECK_FALSE(masters.node_selector.Matches(LabelSet({{"kubernetes.io/role", "worker"}})));
+  }
+}
+
+TEST_CASE("DecodePool: expressions - absent selector and absent spec", "[codec][kinds]") {
+  Json j = MakePool("gpu")
+               .Label("berth.io/node-pool", "gpu-large")
+               .Expression("nvidia.com/gpu.product", "In", {"A100", "H100"})
+               .Expression("tier", "NotIn", {"spot"})
+               .Expression("nvidia.com/gpu.present", "Exists")
+               .Expression("maintenance", "DoesNotExist")
+               .NoSharing()
+               .Obj();
+  j["metadata"]["creationTimestamp"] = "2025-03-01T10:00:00Z";
+  const core::Pool p = MustEvent<core::PoolUpsert>(j).pool;
+  CHECK(p.creation == T("2025-03-01T10:00:00Z"));
+  CHECK(p.disable_sharing);
+  CHECK_FALSE(p.disable_borrowing);
+  REQUIRE(p.node_selector.match_expressions.size() == 4);
+  CHECK(p.node_selector.match_expressions[0] == core::SelectorRequirement{"nvidia.com/gpu.product",
+                                                                          core::SelectorOp::kIn,
+                                                                          {"A100", "H100"}});
+  CHECK(p.node_selector.match_expressions[1].op == core::SelectorOp::kNotIn);
+  CHECK(p.node_selector.match_expressions[2].op == core::SelectorOp::kExists);
+  CHECK(p.node_selector.match_expressions[2].values.empty());
+  CHECK(p.node_selector.match_expressions[3].op == core::SelectorOp::kDoesNotExist);
+  CHECK(p.node_selector.Matches(LabelSet({{"berth.io/node-pool", "gpu-large"},
+                                          {"nvidia.com/gpu.product", "H100"},
+                                          {"nvidia.com/gpu.present", "true"}})));
+  CHECK_FALSE(p.node_selector.Matches(LabelSet({{"berth.io/node-pool", "gpu-large"},
+                                                {"nvidia.com/gpu.product", "H100"},
+                                                {"nvidia.com/gpu.present", "true"},
+                                                {"maintenance", "yes"}})));
+
+  // No selector at all: the empty selector, which selects every node.
+  const core::Pool all = MustEvent<core::PoolUpsert>(MakePool("all").Obj()).pool;
+  CHECK(all.node_selector.empty());
+  CHECK(all.node_selector.Matches(LabelSet({{"anything", "x"}})));
+  Json bare = MakePool("bare").Obj();
+  bare.erase("spec");
+  CHECK(MustEvent<core::PoolUpsert>(bare).pool == core::Pool{.name = "bare"});
+  Json empty_selector = MakePool("e").Obj();
+  empty_selector["spec"]["nodeSelector"] = Json::object();
+  CHECK(MustEvent<core::PoolUpsert>(empty_selector).pool.node_selector.empty());
+}
+
+TEST_CASE("DecodeQueue: weight - limits and defaults", "[codec][kinds]") {
+  const core::Queue q =
+      MustEvent<core::QueueUpsert>(
+          MakeQueue("team-a").Weight(2.5).NonPreemptibleLimitFactor(0.2).ExcessBudget(600).Obj())
+          .queue;
+  CHECK(q.name == "team-a");
+  CHECK(q.weight == 2.5);
+  CHECK(q.non_preemptible_limit_factor == 0.2);
+  CHECK(q.excess_budget == 600.0);
+
+  // An integer weight is a number too; absent fields keep their defaults.
+  Json j = MakeQueue("team-b").Obj();
+  j["spec"]["weight"] = 3;
+  const core::Queue b = MustEvent<core::QueueUpsert>(j).queue;
+  CHECK(b.weight == 3);
+  CHECK_FALSE(b.non_preemptible_limit_factor.has_value());
+  CHECK_FALSE(b.excess_budget.has_value());
+  const core::Queue c = MustEvent<core::QueueUpsert>(MakeQueue("team-c").Obj()).queue;
+  CHECK(c.weight == 1);
+  // Zero limits are allowed: no non-preemptible excess, no budget.
+  const core::Queue z = MustEvent<core::QueueUpsert>(
+                            MakeQueue("z").NonPreemptibleLimitFactor(0).ExcessBudget(0).Obj())
+                            .queue;
+  CHECK(z.non_preemptible_limit_factor == 0.0);
+  CHECK(z.excess_budget == 0.0);
+}
+
+TEST_CASE("DecodePodGroup: scheduler-plugins PodGroup", "[codec][kinds]") {
+  const Json j = Json::parse(R"({
+    "apiVersion": "scheduling.x-k8s.io/v1alpha1",
+    "kind": "PodGroup",
+    "metadata": {"name": "job-7", "namespace": "ml", "uid": "5c1d", "resourceVersion": "1042",
+                 "creationTimestamp": "2025-03-01T10:00:00Z"},
+    "spec": {"minMember": 8, "scheduleTimeoutSeconds": 300,
+             "minResources": {"cpu": "64", "memory": "512Gi", "nvidia.com/gpu": "8"}},
+    "status": {"phase": "Pending", "running": 0, "occupiedBy": "ml/job-7"}
+  })");
+  core::ResourceNames names;
+  absl::StatusOr<core::ModelEvent> e = ObjectEvent(j, names);
+  REQUIRE(e.ok());
+  const core::PodGroup g = std::get<core::PodGroupUpsert>(*e).podgroup;
+  CHECK(g.ns == "ml");
+  CHECK(g.name == "job-7");
+  CHECK(g.Key() == "ml/job-7");
+  CHECK(g.min_member == 8);
+  CHECK(g.schedule_timeout_seconds == 300);
+  CHECK(g.source == core::PodGroupSource::kSchedulerPlugins);
+  CHECK(g.creation == T("2025-03-01T10:00:00Z"));
+  CHECK(g.min_resources.Get(kCpu) == 64000);
+  CHECK(g.min_resources.Get(kMemory) == 512 * kGi);
+  CHECK(g.min_resources.Get(kNvidiaGpu) == 8);
+
+  // Defaults: namespace "default", minMember 1, no timeout, no minimum resources.
+  Json bare = {{"apiVersion", "scheduling.x-k8s.io/v1alpha1"},
+               {"kind", "PodGroup"},
+               {"metadata", {{"name", "solo"}}}};
+  const core::PodGroup d = MustEvent<core::PodGroupUpsert>(bare).podgroup;
+  CHECK(d.ns == "default");
+  CHECK(d.min_member == 1);
+  CHECK_FALSE(d.schedule_timeout_seconds.has_value());
+  CHECK(d.min_resources.IsZero());
+  bare["spec"] = Json::object();
+  CHECK(MustEvent<core::PodGroupUpsert>(bare).podgroup.min_member == 1);
+  // An explicit 0 is kept as 0.
+  CHECK(MustEvent<core::PodGroupUpsert>(MakePodGroup("z").MinMember(0).Obj()).podgroup.min_member ==
+        0);
+}
+
+TEST_CASE("DecodePodGroup: Volcano PodGroup", "[codec][kinds]") {
+  const Json j = Json::parse(R"({
+    "apiVersion": "scheduling.volcano.sh/v1beta1",
+    "kind": "PodGroup",
+    "metadata": {"name": "tf-job-1", "namespace": "research",
+                 "annotations": {"scheduling.k8s.io/group-name": "tf-job-1"},
+                 "ownerReferences": [{"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job",
+                                      "name": "tf-job-1", "uid": "0a1b", "controller": true}]},
+    "spec": {"minMember": 3, "minTaskMember": {"ps": 1, "worker": 2}, "queue": "research",
+             "priorityClassName": "berth-normal",
+             "minResources": {"cpu": "3", "nvidia.com/gpu": "2"},
+             "scheduleTimeoutSeconds": 99},
+    "status": {"phase": "Inqueue", "conditions": [{"type": "Scheduled", "status": "False"}]}
+  })");
+  const core::PodGroup g = MustEvent<core::PodGroupUpsert>(j).podgroup;
+  CHECK(g.source == core::PodGroupSource::kVolcano);
+  CHECK(g.ns == "research");
+  CHECK(g.name == "tf-job-1");
+  CHECK(g.min_member == 3);
+  CHECK(g.min_resources.Get(kCpu) == 3000);
+  CHECK(g.min_resources.Get(kNvidiaGpu) == 2);
+  // Volcano's CRD has no scheduleTimeoutSeconds: a stray one is not read.
+  CHECK_FALSE(g.schedule_timeout_seconds.has_value());
+}
+
+TEST_CASE("DecodePriorityClass: value - policy - global default", "[codec][kinds]") {
+  const Json j = Json::parse(R"({
+    "apiVersion": "scheduling.k8s.io/v1",
+    "kind": "PriorityClass",
+    "metadata": {"name": "berth-production", "creationTimestamp": "2025-01-02T03:04:05Z"},
+    "value": 10000,
+    "globalDefault": false,
+    "description": "production work: never preempted by berth"
+  })");
+  const core::PriorityClass pc = MustEvent<core::PriorityClassUpsert>(j).priority_class;
+  CHECK(pc.name == "berth-production");
+  CHECK(pc.value == 10000);
+  CHECK_FALSE(pc.global_default);
+  CHECK(pc.preemption_policy == "PreemptLowerPriority");
+  CHECK(pc.creation == T("2025-01-02T03:04:05Z"));
+
+  const core::PriorityClass never =
+      MustEvent<core::PriorityClassUpsert>(MakePriorityClass("berth-experiment", -10)
+                                               .GlobalDefault()
+                                               .PreemptionPolicy("Never")
+                                               .Obj())
+          .priority_class;
+  CHECK(never.value == -10);
+  CHECK(never.global_default);
+  CHECK(never.preemption_policy == "Never");
+  // The int32 extremes are values like any other.
+  CHECK(MustEvent<core::PriorityClassUpsert>(MakePriorityClass("max", INT32_MAX).Obj())
+            .priority_class.value == INT32_MAX);
+  CHECK(MustEvent<core::PriorityClassUpsert>(MakePriorityClass("min", INT32_MIN).Obj())
+            .priority_class.value == INT32_MIN);
+}
+
+TEST_CASE("DecodeObjectEvent: deletes of the new kinds read only the identity", "[codec][kinds]") {
+  // The last state of a deleted object need not be valid: only its name (and namespace) matter.
+  Json pool = MakePool("p").Expression("k", "Gt", {"1"}).Obj();
+  CHECK(MustEvent<core::PoolDelete>(pool, /*deleted=*/true).name == "p");
+  Json queue = MakeQueue("q").Weight(0).Obj();
+  CHECK(MustEvent<core::QueueDelete>(queue, true).name == "q");
+  Json group = MakePodGroup("g").Namespace("ml").MinMember(-1).Obj();
+  const core::PodGroupDelete gd = MustEvent<core::PodGroupDelete>(group, true);
+  CHECK(gd.ns == "ml");
+  CHECK(gd.name == "g");
+  Json volcano = MakePodGroup("v").Volcano().Obj();
+  volcano["metadata"].erase("namespace");
+  const core::PodGroupDelete vd = MustEvent<core::PodGroupDelete>(volcano, true);
+  CHECK(vd.ns == "default");
+  CHECK(vd.name == "v");
+  Json pc = {{"apiVersion", "scheduling.k8s.io/v1"},
+             {"kind", "PriorityClass"},
+             {"metadata", {{"name", "c"}}}};  // no value
+  CHECK(MustEvent<core::PriorityClassDelete>(pc, true).name == "c");
+  // The identity itself is still required.
+  Json nameless = MakeQueue("q").Obj();
+  nameless["metadata"].erase("name");
+  CHECK(ObjectError(nameless, true) ==
+        "object.metadata.name: required: expected a non-empty string");
+  // And the kind and apiVersion still decide what is deleted.
+  Json volcano_queue = MakeQueue("q").Obj();
+  volcano_queue["apiVersion"] = "scheduling.volcano.sh/v1beta1";
+  CHECK(ObjectError(volcano_queue, true).rfind("object.apiVersion: expected", 0) == 0);
+}
+
+TEST_CASE("DecodeObjectEvent: kind and apiVersion hints of typed list items", "[codec][kinds]") {
+  Json pool = MakePool("p").Label("pool", "p").Obj();
+  pool.erase("kind");
+  pool.erase("apiVersion");
+  CHECK(MustEvent<core::PoolUpsert>(pool, false, "Pool", "berth.io/v1alpha1").pool.name == "p");
+  CHECK(MustEvent<core::PoolUpsert>(pool, false, "Pool", "resource.aibee.cn/v1alpha1").pool.name ==
+        "p");
+  CHECK(MustEvent<core::PoolUpsert>(pool, false, "Pool").pool.name == "p");  // no version hint
+
+  Json group = MakePodGroup("g").TimeoutSeconds(5).Obj();
+  group.erase("kind");
+  group.erase("apiVersion");
+  const core::PodGroup volcano =
+      MustEvent<core::PodGroupUpsert>(group, false, "PodGroup", "scheduling.volcano.sh/v1beta1")
+          .podgroup;
+  CHECK(volcano.source == core::PodGroupSource::kVolcano);
+  CHECK_FALSE(volcano.schedule_timeout_seconds.has_value());
+  const core::PodGroup plugins = MustEvent<core::PodGroupUpsert>(group, false, "PodGroup").podgroup;
+  CHECK(plugins.source == core::PodGroupSource::kSchedulerPlugins);
+  CHECK(plugins.schedule_timeout_seconds == 5);
+
+  // An object's own kind and apiVersion win over the hints; the version hint is for objects of
+  // the hinted kind only.
+  CHECK(MustEvent<core::QueueUpsert>(MakeQueue("q").Obj(), false, "Pool",
+                                     "resource.aibee.cn/v1alpha1")
+            .queue.name == "q");
+  Json queue = MakeQueue("q").Obj();
+  queue.erase("apiVersion");
+  CHECK(MustEvent<core::QueueUpsert>(queue, false, "PodGroup", "scheduling.volcano.sh/v1beta1")
+            .queue.name == "q");
+  Json hinted_wrong = MakePool("p").Obj();
+  hinted_wrong.erase("apiVersion");
+  core::ResourceNames names;
+  auto wrong = ObjectEvent(hinted_wrong, names, false, "Pool", "v1");
+  REQUIRE_FALSE(wrong.ok());
+  CHECK(std::string(wrong.status().message()) ==
+        "object.apiVersion: expected \"berth.io/v1alpha1\" or \"resource.aibee.cn/v1alpha1\" for "
+        "kind Pool, got \"v1\"");
+}
+
+TEST_CASE("DecodeObjectEvent: apiVersion must belong to the kind", "[codec][kinds][errors]") {
+  Json volcano_queue = MakeQueue("q").Weight(2).Obj();
+  volcano_queue["apiVersion"] = "scheduling.volcano.sh/v1beta1";
+  CHECK(ObjectError(volcano_queue) ==
+        "object.apiVersion: expected \"berth.io/v1alpha1\" for kind Queue, got "
+        "\"scheduling.volcano.sh/v1beta1\"");
+  CHECK(ObjectError(MakePool("p").ApiVersion("berth.io/v1").Obj()) ==
+        "object.apiVersion: expected \"berth.io/v1alpha1\" or \"resource.aibee.cn/v1alpha1\" for "
+        "kind Pool, got \"berth.io/v1\"");
+  Json old_group = MakePodGroup("g").Obj();
+  old_group["apiVersion"] = "scheduling.sigs.k8s.io/v1alpha1";
+  CHECK(ObjectError(old_group) ==
+        "object.apiVersion: expected \"scheduling.x-k8s.io/v1alpha1\" or "
+        "\"scheduling.volcano.sh/v1beta1\" for kind PodGroup, got "
+        "\"scheduling.sigs.k8s.io/v1alpha1\"");
+  Json beta = MakePriorityClass("c", 1).Obj();
+  beta["apiVersion"] = "scheduling.k8s.io/v1beta1";
+  CHECK(ObjectError(beta) ==
+        "object.apiVersion: expected \"scheduling.k8s.io/v1\" for kind PriorityClass, got "
+        "\"scheduling.k8s.io/v1beta1\"");
+  Json pod = MakePod("p").Obj();
+  pod["apiVersion"] = "apps/v1";
+  CHECK(ObjectError(pod) == "object.apiVersion: expected \"v1\" for kind Pod, got \"apps/v1\"");
+  Json number = MakeNode("n").Obj();
+  number["apiVersion"] = 1;
+  CHECK(ObjectError(number) == "object.apiVersion: expected a string, got a number");
+  // Without apiVersion, each kind's first version is assumed.
+  Json bare = MakePodGroup("g").TimeoutSeconds(7).Obj();
+  bare.erase("apiVersion");
+  CHECK(MustEvent<core::PodGroupUpsert>(bare).podgroup.schedule_timeout_seconds == 7);
+}
+
+TEST_CASE("DecodeObjectEvent: an unknown kind names the kinds berth ingests",
+          "[codec][kinds][errors]") {
+  CHECK(ObjectError({{"apiVersion", "batch/v1"}, {"kind", "Job"}, {"metadata", {{"name", "j"}}}}) ==
+        "object.kind: unsupported kind \"Job\"; berth ingests Node (v1), Pod (v1), Pool "
+        "(berth.io/v1alpha1 or resource.aibee.cn/v1alpha1), Queue (berth.io/v1alpha1), PodGroup "
+        "(scheduling.x-k8s.io/v1alpha1 or scheduling.volcano.sh/v1beta1), PriorityClass "
+        "(scheduling.k8s.io/v1)");
+  CHECK(ObjectError({{"metadata", {{"name", "x"}}}}) ==
+        "object.kind: required: expected one of Node, Pod, Pool, Queue, PodGroup, PriorityClass");
+  CHECK(ObjectError({{"kind", ""}, {"metadata", {{"name", "x"}}}})
+            .rfind("object.kind: required", 0) == 0);
+  CHECK(ObjectError({{"kind", "pool"}, {"metadata", {{"name", "x"}}}})
+            .rfind("object.kind: unsupported kind \"pool\"", 0) == 0);
+}
+
+TEST_CASE("Decode errors of the new kinds name the path and what was expected",
+          "[codec][kinds][errors]") {
+  struct Case {
+    const char* what;
+    Json object;
+    std::string error;
+  };
+  auto pool = [] { return MakePool("p"); };
+  Json selector_array = pool().Obj();
+  selector_array["spec"]["nodeSelector"] = Json::array();
+  Json match_label_number = pool().Obj();
+  match_label_number["spec"]["nodeSelector"]["matchLabels"]["pool"] = 5;
+  Json no_operator = pool().Obj();
+  no_operator["spec"]["nodeSelector"]["matchExpressions"] = {{{"key", "k"}}};
+  Json no_key = pool().Obj();
+  no_key["spec"]["nodeSelector"]["matchExpressions"] = {{{"operator", "Exists"}}};
+  Json values_string = pool().Obj();
+  values_string["spec"]["nodeSelector"]["matchExpressions"] = {
+      {{"key", "k"}, {"operator", "In"}, {"values", "a"}}};
+  Json value_number = pool().Obj();
+  value_number["spec"]["nodeSelector"]["matchExpressions"] = {
+      {{"key", "k"}, {"operator", "In"}, {"values", {"a", 1}}}};
+  Json expression_string = pool().Obj();
+  expression_string["spec"]["nodeSelector"]["matchExpressions"] = {"k in (a)"};
+  Json flag_string = pool().Obj();
+  flag_string["spec"]["disableBorrowing"] = "yes";
+  Json weight_string = MakeQueue("q").Obj();
+  weight_string["spec"]["weight"] = "2";
+  Json group_fraction = MakePodGroup("g").Obj();
+  group_fraction["spec"]["minMember"] = 1.5;
+  Json group_huge = MakePodGroup("g").Obj();
+  group_huge["spec"]["minMember"] = int64_t{1} << 31;
+  Json no_value = MakePriorityClass("c", 0).Obj();
+  no_value.erase("value");
+  Json huge_value = MakePriorityClass("c", 0).Obj();
+  huge_value["value"] = int64_t{3'000'000'000};
+  Json string_value = MakePriorityClass("c", 0).Obj();
+  string_value["value"] = "high";
+  Json global_string = MakePriorityClass("c", 0).Obj();
+  global_string["globalDefault"] = "true";
+  Json spec_array = MakeQueue("q").Obj();
+  spec_array["spec"] = Json::array();
+
+  const std::vector<Case> cases = {
+      {"selector not an object", selector_array,
+       "object.spec.nodeSelector: expected an object, got an array"},
+      {"matchLabels value", match_label_number,
+       "object.spec.nodeSelector.matchLabels.pool: expected a string, got a number"},
+      {"unknown operator", pool().Expression("cpu", "Gt", {"4"}).Obj(),
+       "object.spec.nodeSelector.matchExpressions[0].operator: unsupported operator \"Gt\"; "
+       "expected In, NotIn, Exists or DoesNotExist"},
+      {"missing operator", no_operator,
+       "object.spec.nodeSelector.matchExpressions[0].operator: required: expected In, NotIn, "
+       "Exists or DoesNotExist"},
+      {"missing key", no_key,
+       "object.spec.nodeSelector.matchExpressions[0].key: required: expected a non-empty label "
+       "key"},
+      {"In without values", pool().Expression("a", "Exists").Expression("k", "In").Obj(),
+       "object.spec.nodeSelector.matchExpressions[1].values: operator In needs at least one value"},
+      {"NotIn without values", pool().Expression("k", "NotIn").Obj(),
+       "object.spec.nodeSelector.matchExpressions[0].values: operator NotIn needs at least one "
+       "value"},
+      {"Exists with values", pool().Expression("k", "Exists", {"a"}).Obj(),
+       "object.spec.nodeSelector.matchExpressions[0].values: operator Exists takes no values, got "
+       "1"},
+      {"DoesNotExist with values", pool().Expression("k", "DoesNotExist", {"a", "b"}).Obj(),
+       "object.spec.nodeSelector.matchExpressions[0].values: operator DoesNotExist takes no "
+       "values, got 2"},
+      {"values not an array", values_string,
+       "object.spec.nodeSelector.matchExpressions[0].values: expected an array, got a string"},
+      {"value not a string", value_number,
+       "object.spec.nodeSelector.matchExpressions[0].values[1]: expected a string, got a number"},
+      {"expression not an object", expression_string,
+       "object.spec.nodeSelector.matchExpressions[0]: expected an object, got a string"},
+      {"flag not a boolean", flag_string,
+       "object.spec.disableBorrowing: expected true or false, got a string"},
+      {"weight zero", MakeQueue("q").Weight(0).Obj(),
+       "object.spec.weight: must be greater than 0, got 0"},
+      {"weight negative", MakeQueue("q").Weight(-1.5).Obj(),
+       "object.spec.weight: must be greater than 0, got -1.5"},
+      {"weight a string", weight_string, "object.spec.weight: expected a number, got a string"},
+      {"limit factor negative", MakeQueue("q").NonPreemptibleLimitFactor(-0.1).Obj(),
+       "object.spec.nonPreemptibleLimitFactor: must not be negative, got -0.1"},
+      {"budget negative", MakeQueue("q").ExcessBudget(-60).Obj(),
+       "object.spec.excessBudget: must not be negative, got -60"},
+      {"queue spec an array", spec_array, "object.spec: expected an object, got an array"},
+      {"minMember negative", MakePodGroup("g").MinMember(-1).Obj(),
+       "object.spec.minMember: must not be negative, got -1"},
+      {"minMember fraction", group_fraction,
+       "object.spec.minMember: expected an integer, got a number"},
+      {"minMember beyond int32", group_huge,
+       "object.spec.minMember: out of the int32 range, got 2147483648"},
+      {"timeout negative", MakePodGroup("g").TimeoutSeconds(-5).Obj(),
+       "object.spec.scheduleTimeoutSeconds: must not be negative, got -5"},
+      {"minResources bad quantity", MakePodGroup("g").MinResource("nvidia.com/gpu", "8 GPUs").Obj(),
+       "object.spec.minResources.nvidia.com/gpu: invalid quantity \"8 GPUs\""},
+      {"minResources negative", MakePodGroup("g").MinResource("cpu", "-1").Obj(),
+       "object.spec.minResources.cpu: must not be negative"},
+      {"Volcano minResources bad quantity",
+       MakePodGroup("g").Volcano().MinResource("cpu", "x").Obj(),
+       "object.spec.minResources.cpu: invalid quantity \"x\""},
+      {"PodGroup name too long", MakePodGroup(std::string(254, 'g')).Obj(),
+       "object.metadata.name: longer than 253 characters"},
+      {"priority value missing", no_value, "object.value: required: expected an int32"},
+      {"priority value beyond int32", huge_value,
+       "object.value: out of the int32 range, got 3000000000"},
+      {"priority value a string", string_value, "object.value: expected an integer, got a string"},
+      {"globalDefault a string", global_string,
+       "object.globalDefault: expected true or false, got a string"},
+      {"unknown preemption policy", MakePriorityClass("c", 1).PreemptionPolicy("Sometimes").Obj(),
+       "object.preemptionPolicy: expected PreemptLowerPriority or Never, got \"Sometimes\""},
+  };
+  for (const Case& c : cases) {
+    INFO(c.what);
+    const std::string error = ObjectError(c.object);
+    // Quantity errors go on to explain the syntax; the rest must match exactly.
+    if (c.error.find("quantity") != std::string::npos ||
+        c.error.ends_with("must not be negative")) {
+      CHECK(error.rfind(c.error, 0) == 0);
+    } else {
+      CHECK(error == c.error);
+    }
+  }
+}
+
+TEST_CASE("DecodeList: typed lists of the new kinds and a mixed List", "[codec][list][kinds]") {
+  core::ResourceNames names;
+  auto strip = [](Json j) {
+    j.erase("kind");
+    j.erase("apiVersion");
+    return j;
+  };
+  auto pools = ListEvents({{"apiVersion", "resource.aibee.cn/v1alpha1"},
+                           {"kind", "PoolList"},
+                           {"items", {strip(SeedDemoPool("x")), strip(SeedMastersPool("x"))}}},
+                          names);
+  REQUIRE(pools.ok());
+  REQUIRE(pools->size() == 2);
+  CHECK(std::get<core::PoolUpsert>((*pools)[1]).pool.disable_sharing);
+
+  auto groups = ListEvents({{"apiVersion", "scheduling.volcano.sh/v1beta1"},
+                            {"kind", "PodGroupList"},
+                            {"metadata", {{"resourceVersion", "77"}}},
+                            {"items", {strip(MakePodGroup("a").MinMember(2).Obj())}}},
+                           names);
+  REQUIRE(groups.ok());
+  REQUIRE(groups->size() == 1);
+  CHECK(std::get<core::PodGroupUpsert>((*groups)[0]).podgroup.source ==
+        core::PodGroupSource::kVolcano);
+
+  for (const auto& [list, item] :
+       {std::pair<std::string, Json>{"QueueList", strip(MakeQueue("q").Weight(4).Obj())},
+        {"PriorityClassList", strip(MakePriorityClass("c", 5).Obj())},
+        {"NodeList", strip(MakeNode("n").Obj())},
+        {"PodList", strip(MakePod("p").Obj())}}) {
+    INFO(list);
+    auto events = ListEvents({{"kind", list}, {"items", {item}}}, names);
+    REQUIRE(events.ok());
+    CHECK(events->size() == 1);
+  }
+  // A typed list whose apiVersion does not fit its kind is refused at the item.
+  auto wrong = ListEvents(
+      {{"apiVersion", "v1"}, {"kind", "QueueList"}, {"items", {strip(MakeQueue("q").Obj())}}},
+      names);
+  REQUIRE_FALSE(wrong.ok());
+  CHECK(std::string(wrong.status().message()) ==
+        "items[0].apiVersion: expected \"berth.io/v1alpha1\" for kind Queue, got \"v1\"");
+
+  auto mixed = ListEvents(
+      testing::List({MakeNode("n1").Obj(), MakePod("a").Obj(),
+                     MakePool("p").Label("pool", "p").Obj(), MakeQueue("q").Obj(),
+                     MakePodGroup("g").Volcano().Obj(), MakePriorityClass("c", 1).Obj()}),
+      names);
+  REQUIRE(mixed.ok());
+  REQUIRE(mixed->size() == 6);
+  CHECK(std::holds_alternative<core::PoolUpsert>((*mixed)[2]));
+  CHECK(std::holds_alternative<core::QueueUpsert>((*mixed)[3]));
+  CHECK(std::holds_alternative<core::PodGroupUpsert>((*mixed)[4]));
+  CHECK(std::holds_alternative<core::PriorityClassUpsert>((*mixed)[5]));
+
+  auto bad =
+      ListEvents(testing::List({MakePool("p").Obj(), MakeQueue("q").Weight(0).Obj()}), names);
+  REQUIRE_FALSE(bad.ok());
+  CHECK(std::string(bad.status().message()) ==
+        "items[1].spec.weight: must be greater than 0, got 0");
+  // "List" itself is no kind of object, and a list of an unknown kind is refused.
+  auto unknown = ListEvents({{"kind", "JobList"}, {"items", Json::array()}}, names);
+  REQUIRE_FALSE(unknown.ok());
+  CHECK(
+      std::string(unknown.status().message()).rfind("kind: expected \"List\" or a typed list", 0) ==
+      0);
+  CHECK_FALSE(ListEvents({{"kind", "ListList"}, {"items", Json::array()}}, names).ok());
+}
+
+// Encodes, prints as JSON text, parses and decodes the object again through DecodeObjectEvent.
+template <class Upsert, class Encode>
+Upsert KindRoundTrip(const Encode& encode, core::ResourceNames& names) {
+  const Json j = encode();
+  INFO("encoded: " << j.dump());
+  absl::StatusOr<core::ModelEvent> e = ObjectEvent(Json::parse(j.dump()), names);
+  INFO("status: " << e.status().ToString());
+  REQUIRE(e.ok());
+  REQUIRE(std::holds_alternative<Upsert>(*e));
+  return std::get<Upsert>(*e);
+}
+
+TEST_CASE("Encode round trips of the new kinds: decode(encode(x)) == x",
+          "[codec][roundtrip][kinds]") {
+  core::ResourceNames names;
+  SECTION("Pool") {
+    core::Pool p{.name = "gpu"};
+    CHECK(KindRoundTrip<core::PoolUpsert>([&] { return EncodePool(p); }, names).pool == p);
+    p.node_selector.match_labels.Set("pool", "gpu");
+    p.node_selector.match_labels.Set("berth.io/node-pool", "gpu-large");
+    p.node_selector.match_expressions = {{"gpu", core::SelectorOp::kIn, {"a100", "h100"}},
+                                         {"tier", core::SelectorOp::kNotIn, {"spot"}},
+                                         {"present", core::SelectorOp::kExists, {}},
+                                         {"maintenance", core::SelectorOp::kDoesNotExist, {}}};
+    p.disable_preemption = true;
+    p.disable_sharing = true;
+    p.creation = T("2025-03-01T10:00:00.25Z");
+    CHECK(KindRoundTrip<core::PoolUpsert>([&] { return EncodePool(p); }, names).pool == p);
+    // A Pool read as the seed's apiVersion is written as berth's.
+    const core::Pool seed =
+        MustEvent<core::PoolUpsert>(SeedMastersPool("resource.aibee.cn/v1alpha1")).pool;
+    CHECK(EncodePool(seed)["apiVersion"] == "berth.io/v1alpha1");
+    CHECK(KindRoundTrip<core::PoolUpsert>([&] { return EncodePool(seed); }, names).pool == seed);
+  }
+  SECTION("Queue") {
+    core::Queue q{.name = "team-a"};
+    CHECK(KindRoundTrip<core::QueueUpsert>([&] { return EncodeQueue(q); }, names).queue == q);
+    q.weight = 0.1;  // not exact in binary: must still come back bit for bit
+    q.non_preemptible_limit_factor = 0.2;
+    q.excess_budget = 1e-9;
+    q.creation = T("2024-12-31T23:59:59Z");
+    CHECK(KindRoundTrip<core::QueueUpsert>([&] { return EncodeQueue(q); }, names).queue == q);
+    q.weight = 1e6;
+    q.non_preemptible_limit_factor = 0;
+    q.excess_budget.reset();
+    CHECK(KindRoundTrip<core::QueueUpsert>([&] { return EncodeQueue(q); }, names).queue == q);
+  }
+  SECTION("PodGroup") {
+    core::PodGroup g{.ns = "ml", .name = "job-7"};
+    CHECK(KindRoundTrip<core::PodGroupUpsert>([&] { return EncodePodGroup(g, names); }, names)
+              .podgroup == g);
+    g.min_member = 0;
+    g.schedule_timeout_seconds = 0;
+    g.min_resources.Set(kCpu, 1500);
+    g.min_resources.Set(kMemory, 64 * kGi);
+    g.min_resources.Set(kNvidiaGpu, 8);
+    g.creation = T("2025-03-01T10:00:00Z");
+    CHECK(KindRoundTrip<core::PodGroupUpsert>([&] { return EncodePodGroup(g, names); }, names)
+              .podgroup == g);
+    g.source = core::PodGroupSource::kVolcano;
+    g.schedule_timeout_seconds.reset();
+    g.min_member = 16;
+    const Json v = EncodePodGroup(g, names);
+    CHECK(v["apiVersion"] == "scheduling.volcano.sh/v1beta1");
+    CHECK(KindRoundTrip<core::PodGroupUpsert>([&] { return v; }, names).podgroup == g);
+    // Volcano's CRD has no timeout field: none is written even if one was set in core.
+    g.schedule_timeout_seconds = 30;
+    CHECK_FALSE(EncodePodGroup(g, names)["spec"].contains("scheduleTimeoutSeconds"));
+  }
+  SECTION("PriorityClass") {
+    core::PriorityClass c{.name = "berth-normal", .value = 1000};
+    CHECK(KindRoundTrip<core::PriorityClassUpsert>([&] { return EncodePriorityClass(c); }, names)
+              .priority_class == c);
+    c.value = INT32_MIN;
+    c.global_default = true;
+    c.preemption_policy = "Never";
+    c.creation = T("2025-03-01T10:00:00Z");
+    CHECK(KindRoundTrip<core::PriorityClassUpsert>([&] { return EncodePriorityClass(c); }, names)
+              .priority_class == c);
+  }
+}
+
+TEST_CASE("EncodeLabelSelector writes Kubernetes' LabelSelector", "[codec][kinds]") {
+  core::LabelSelector s;
+  CHECK(EncodeLabelSelector(s) == Json::object());
+  s.match_labels.Set("pool", "demo");
+  s.match_expressions = {{"gpu", core::SelectorOp::kIn, {"a"}},
+                         {"spot", core::SelectorOp::kDoesNotExist, {}}};
+  CHECK(EncodeLabelSelector(s) == Json::parse(R"({"matchLabels": {"pool": "demo"},
+                        "matchExpressions": [{"key": "gpu", "operator": "In", "values": ["a"]},
+                                             {"key": "spot", "operator": "DoesNotExist"}]})"));
 }
 
 }  // namespace

@@ -142,3 +142,101 @@ Json PreemptArgsMeta(const Json& pod,
 }
 
 }  // namespace berth::testing
+
+namespace berth::testing {
+
+MakePool::MakePool(std::string name) {
+  j_ = {{"apiVersion", "berth.io/v1alpha1"},
+        {"kind", "Pool"},
+        {"metadata", {{"name", std::move(name)}}},
+        {"spec", Json::object()}};
+}
+MakePool& MakePool::Label(const std::string& key, std::string value) {
+  j_["spec"]["nodeSelector"]["matchLabels"][key] = std::move(value);
+  return *this;
+}
+MakePool& MakePool::Expression(std::string key, std::string op, std::vector<std::string> values) {
+  Json e = {{"key", std::move(key)}, {"operator", std::move(op)}};
+  if (!values.empty()) e["values"] = std::move(values);
+  j_["spec"]["nodeSelector"]["matchExpressions"].push_back(std::move(e));
+  return *this;
+}
+MakePool& MakePool::NoPreemption(bool on) {
+  j_["spec"]["disablePreemption"] = on;
+  return *this;
+}
+MakePool& MakePool::NoBorrowing(bool on) {
+  j_["spec"]["disableBorrowing"] = on;
+  return *this;
+}
+MakePool& MakePool::NoSharing(bool on) {
+  j_["spec"]["disableSharing"] = on;
+  return *this;
+}
+MakePool& MakePool::ApiVersion(std::string api_version) {
+  j_["apiVersion"] = std::move(api_version);
+  return *this;
+}
+
+MakeQueue::MakeQueue(std::string name) {
+  j_ = {{"apiVersion", "berth.io/v1alpha1"},
+        {"kind", "Queue"},
+        {"metadata", {{"name", std::move(name)}}},
+        {"spec", Json::object()}};
+}
+MakeQueue& MakeQueue::Weight(double w) {
+  j_["spec"]["weight"] = w;
+  return *this;
+}
+MakeQueue& MakeQueue::NonPreemptibleLimitFactor(double f) {
+  j_["spec"]["nonPreemptibleLimitFactor"] = f;
+  return *this;
+}
+MakeQueue& MakeQueue::ExcessBudget(double resource_minutes) {
+  j_["spec"]["excessBudget"] = resource_minutes;
+  return *this;
+}
+
+MakePodGroup::MakePodGroup(std::string name) {
+  j_ = {{"apiVersion", "scheduling.x-k8s.io/v1alpha1"},
+        {"kind", "PodGroup"},
+        {"metadata", {{"name", std::move(name)}, {"namespace", "default"}}},
+        {"spec", {{"minMember", 1}}}};
+}
+MakePodGroup& MakePodGroup::Namespace(std::string ns) {
+  j_["metadata"]["namespace"] = std::move(ns);
+  return *this;
+}
+MakePodGroup& MakePodGroup::MinMember(int32_t n) {
+  j_["spec"]["minMember"] = n;
+  return *this;
+}
+MakePodGroup& MakePodGroup::TimeoutSeconds(int32_t seconds) {
+  j_["spec"]["scheduleTimeoutSeconds"] = seconds;
+  return *this;
+}
+MakePodGroup& MakePodGroup::MinResource(const std::string& resource, std::string q) {
+  j_["spec"]["minResources"][resource] = std::move(q);
+  return *this;
+}
+MakePodGroup& MakePodGroup::Volcano() {
+  j_["apiVersion"] = "scheduling.volcano.sh/v1beta1";
+  return *this;
+}
+
+MakePriorityClass::MakePriorityClass(std::string name, int32_t value) {
+  j_ = {{"apiVersion", "scheduling.k8s.io/v1"},
+        {"kind", "PriorityClass"},
+        {"metadata", {{"name", std::move(name)}}},
+        {"value", value}};
+}
+MakePriorityClass& MakePriorityClass::GlobalDefault(bool on) {
+  j_["globalDefault"] = on;
+  return *this;
+}
+MakePriorityClass& MakePriorityClass::PreemptionPolicy(std::string policy) {
+  j_["preemptionPolicy"] = std::move(policy);
+  return *this;
+}
+
+}  // namespace berth::testing

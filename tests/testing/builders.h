@@ -85,3 +85,71 @@ Json PreemptArgsMeta(const Json& pod,
                      int64_t pdb_violations = 0);
 
 }  // namespace berth::testing
+
+namespace berth::testing {
+
+// ---- the kinds policies read: Pool, Queue, PodGroup, PriorityClass ---------------------------
+
+/// A berth.io/v1alpha1 Pool. Example: MakePool("train").Label("pool", "train").NoBorrowing().
+/// Defaults: no selector (every node), every flag false.
+class MakePool {
+ public:
+  explicit MakePool(std::string name);
+  /// A spec.nodeSelector.matchLabels entry.
+  MakePool& Label(const std::string& key, std::string value);
+  /// A spec.nodeSelector.matchExpressions entry; `values` omitted when empty.
+  MakePool& Expression(std::string key, std::string op, std::vector<std::string> values = {});
+  MakePool& NoPreemption(bool on = true);
+  MakePool& NoBorrowing(bool on = true);
+  MakePool& NoSharing(bool on = true);
+  MakePool& ApiVersion(std::string api_version);
+  Json Obj() const { return j_; }
+
+ private:
+  Json j_;
+};
+
+/// A berth.io/v1alpha1 Queue. Defaults: no spec fields (weight 1).
+class MakeQueue {
+ public:
+  explicit MakeQueue(std::string name);
+  MakeQueue& Weight(double w);
+  MakeQueue& NonPreemptibleLimitFactor(double f);
+  MakeQueue& ExcessBudget(double resource_minutes);
+  Json Obj() const { return j_; }
+
+ private:
+  Json j_;
+};
+
+/// A PodGroup, scheduling.x-k8s.io/v1alpha1 unless Volcano(). Defaults: namespace "default",
+/// minMember 1.
+class MakePodGroup {
+ public:
+  explicit MakePodGroup(std::string name);
+  MakePodGroup& Namespace(std::string ns);
+  MakePodGroup& MinMember(int32_t n);
+  MakePodGroup& TimeoutSeconds(int32_t seconds);
+  MakePodGroup& MinResource(const std::string& resource, std::string q);
+  /// scheduling.volcano.sh/v1beta1 instead.
+  MakePodGroup& Volcano();
+  Json Obj() const { return j_; }
+
+ private:
+  Json j_;
+};
+
+/// A scheduling.k8s.io/v1 PriorityClass.
+class MakePriorityClass {
+ public:
+  MakePriorityClass(std::string name, int32_t value);
+  MakePriorityClass& GlobalDefault(bool on = true);
+  /// "PreemptLowerPriority" or "Never".
+  MakePriorityClass& PreemptionPolicy(std::string policy);
+  Json Obj() const { return j_; }
+
+ private:
+  Json j_;
+};
+
+}  // namespace berth::testing

@@ -1,0 +1,175 @@
+#include "extender/kube/writer.h"
+
+#include <random>
+#include <thread>
+
+#include "core/strings.h"
+#include "nlohmann/json.hpp"
+#include "spdlog/spdlog.h"
+
+namespace berth::extender::kube {
+namespace {
+
+std::string PodPath(std::string_view ns, std::string_view name) {
+  return StrCat("/api/v1/namespaces/", ns, "/pods/", name);
+}
+
+bool Retryable(const absl::StatusOr<Response>& r) {
+  if (!r.ok()) return r.status().code() == absl::StatusCode::kUnavailable;
+  return r->status == 429 || r->status == 500 || r->status == 502 || r->status == 503 ||
+         r->status == 504;
+}
+
+std::string MicroTime(absl::Time t) {
+  return absl::FormatTime("%Y-%m-%dT%H:%M:%E6SZ", t, absl::UTCTimeZone());
+}
+
+std::string EventName(std::string_view object_name, absl::Time now) {
+  // The API server requires unique names; client-go's recorder uses "<object>.<hex time>".
+  char hex[24];
+  std::snprintf(hex, sizeof(hex), "%llx", static_cast<unsigned long long>(absl::ToUnixNanos(now)));
+  return StrCat(object_name, ".", hex);
+}
+
+}  // namespace
+
+KubeWriter::KubeWriter(KubeClient* client, const LeadershipInterface* leadership,
+                       WriterOptions options)
+    : client_(client), leadership_(leadership), options_(std::move(options)) {}
+
+absl::Status KubeWriter::CheckLeader() const {
+  if (leadership_ == nullptr || leadership_->IsLeader()) return absl::OkStatus();
+  return absl::FailedPreconditionError(
+      StrCat("this berth replica is not the leader, only the leader binds and evicts: ",
+             leadership_->Describe()));
+}
+
+absl::StatusOr<Response> KubeWriter::CallWithRetry(std::string_view method, const std::string& path,
+                                                   const std::string& body,
+                                                   std::string_view content_type,
+                                                   absl::Duration budget) {
+  const absl::Time deadline = absl::Now() + budget;
+  absl::Duration backoff = absl::Milliseconds(100);
+  std::mt19937_64 rng{std::random_device{}()};
+  while (true) {
+    absl::StatusOr<Response> r = client_->Call(method, path, body, content_type);
+    if (!Retryable(r)) return r;
+    absl::Duration wait = backoff * std::uniform_real_distribution<double>(0.5, 1.0)(rng);
+    if (r.ok() && r->retry_after) wait = std::max(wait, absl::Seconds(*r->retry_after));
+    if (absl::Now() + wait >= deadline) return r;
+    spdlog::debug("kubernetes: {} {} answered {}; retrying in {}", method, path,
+                  r.ok() ? StrCat(r->status) : std::string(r.status().message()),
+                  absl::FormatDuration(wait));
+    absl::SleepFor(wait);
+    backoff = std::min(backoff * 2, absl::Seconds(2));
+  }
+}
+
+absl::Status KubeWriter::Bind(const core::Pod& pod, std::string_view node) {
+  if (absl::Status s = CheckLeader(); !s.ok()) return s;
+  nlohmann::json metadata = {{"name", pod.name.str()}, {"namespace", pod.ns.str()}};
+  // The uid precondition: a pod deleted and re-created under the same name since berth
+  // decided is not bound by mistake (the API server answers 409).
+  if (!pod.uid.empty() && !pod.uid.view().starts_with("generated:")) metadata["uid"] = pod.uid.str();
+  const nlohmann::json binding = {{"apiVersion", "v1"},
+                                  {"kind", "Binding"},
+                                  {"metadata", std::move(metadata)},
+                                  {"target", {{"apiVersion", "v1"}, {"kind", "Node"}, {"name", node}}}};
+  const std::string path = StrCat(PodPath(pod.ns.view(), pod.name.view()), "/binding");
+  absl::StatusOr<Response> r =
+      CallWithRetry("POST", path, binding.dump(), "application/json", options_.bind_retry_budget);
+  if (!r.ok()) return r.status();
+  if (!r->ok()) return ApiError("POST", path, *r);
+  return absl::OkStatus();
+}
+
+absl::Status KubeWriter::Evict(std::string_view ns, std::string_view name, std::string_view uid,
+                               std::optional<int64_t> grace_seconds) {
+  if (absl::Status s = CheckLeader(); !s.ok()) return s;
+  nlohmann::json options = nlohmann::json::object();
+  if (grace_seconds) options["gracePeriodSeconds"] = *grace_seconds;
+  if (!uid.empty()) options["preconditions"] = {{"uid", uid}};
+  const nlohmann::json eviction = {{"apiVersion", "policy/v1"},
+                                   {"kind", "Eviction"},
+                                   {"metadata", {{"name", name}, {"namespace", ns}}},
+                                   {"deleteOptions", std::move(options)}};
+  const std::string path = StrCat(PodPath(ns, name), "/eviction");
+  // Not retried here: a 429 is usually a disruption budget, which the caller (reclaim,
+  // preemption) must weigh rather than wait out.
+  absl::StatusOr<Response> r = client_->Call("POST", path, eviction.dump());
+  if (!r.ok()) return r.status();
+  if (!r->ok()) return ApiError("POST", path, *r);
+  return absl::OkStatus();
+}
+
+absl::Status KubeWriter::RecordEvent(const EventRecord& e) {
+  const absl::Time now = absl::Now();
+  const std::string name = EventName(e.regarding.name, now);
+  const std::string ns = e.regarding.ns.empty() ? "default" : e.regarding.ns;
+  nlohmann::json ref = {{"apiVersion", e.regarding.api_version},
+                        {"kind", e.regarding.kind},
+                        {"name", e.regarding.name}};
+  if (!e.regarding.ns.empty()) ref["namespace"] = e.regarding.ns;
+  if (!e.regarding.uid.empty()) ref["uid"] = e.regarding.uid;
+
+  if (!core_events_only_.load()) {
+    const nlohmann::json event = {
+        {"apiVersion", "events.k8s.io/v1"},
+        {"kind", "Event"},
+        {"metadata", {{"name", name}, {"namespace", ns}}},
+        {"eventTime", MicroTime(now)},
+        {"reportingController", "berth.io/berth"},
+        {"reportingInstance", options_.reporting_instance},
+        {"action", e.action},
+        {"reason", e.reason},
+        {"type", e.type},
+        {"note", e.note.substr(0, 1024)},  // the API server rejects notes over 1 kB
+        {"regarding", ref}};
+    const std::string path = StrCat("/apis/events.k8s.io/v1/namespaces/", ns, "/events");
+    absl::StatusOr<Response> r = client_->Call("POST", path, event.dump());
+    if (!r.ok()) return r.status();
+    if (r->ok()) return absl::OkStatus();
+    if (r->status != 404) return ApiError("POST", path, *r);
+    spdlog::info("kubernetes: events.k8s.io/v1 is not served; writing core v1 Events");
+    core_events_only_.store(true);
+  }
+  const std::string stamp = absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", now, absl::UTCTimeZone());
+  const nlohmann::json event = {
+      {"apiVersion", "v1"},
+      {"kind", "Event"},
+      {"metadata", {{"name", name}, {"namespace", ns}}},
+      {"involvedObject", ref},
+      {"reason", e.reason},
+      {"message", e.note},
+      {"type", e.type},
+      {"action", e.action},
+      {"source", {{"component", "berth"}}},
+      {"reportingComponent", "berth.io/berth"},
+      {"reportingInstance", options_.reporting_instance},
+      {"firstTimestamp", stamp},
+      {"lastTimestamp", stamp},
+      {"count", 1}};
+  const std::string path = StrCat("/api/v1/namespaces/", ns, "/events");
+  absl::StatusOr<Response> r = client_->Call("POST", path, event.dump());
+  if (!r.ok()) return r.status();
+  if (!r->ok()) return ApiError("POST", path, *r);
+  return absl::OkStatus();
+}
+
+absl::Status KubeWriter::PatchPodAnnotations(
+    std::string_view ns, std::string_view name,
+    const std::vector<std::pair<std::string, std::optional<std::string>>>& annotations) {
+  nlohmann::json values = nlohmann::json::object();
+  for (const auto& [key, value] : annotations) {
+    values[key] = value ? nlohmann::json(*value) : nlohmann::json(nullptr);
+  }
+  const nlohmann::json patch = {{"metadata", {{"annotations", std::move(values)}}}};
+  const std::string path = PodPath(ns, name);
+  absl::StatusOr<Response> r = CallWithRetry("PATCH", path, patch.dump(),
+                                             "application/merge-patch+json", absl::Seconds(5));
+  if (!r.ok()) return r.status();
+  if (!r->ok()) return ApiError("PATCH", path, *r);
+  return absl::OkStatus();
+}
+
+}  // namespace berth::extender::kube

@@ -1,0 +1,98 @@
+#pragma once
+
+#include <atomic>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "core/objects.h"
+#include "extender/kube/client.h"
+#include "extender/kube/leader.h"
+#include "extender/service.h"
+
+namespace berth::extender::kube {
+
+/// The object an Event is about.
+struct ObjectRef {
+  std::string api_version = "v1";
+  std::string kind = "Pod";
+  std::string ns;
+  std::string name;
+  std::string uid;
+};
+
+struct EventRecord {
+  ObjectRef regarding;
+  std::string type = "Normal";  ///< Normal or Warning
+  std::string reason;           ///< UpperCamelCase, e.g. "Reclaimed"
+  std::string action;           ///< what berth did, e.g. "Evict"
+  std::string note;             ///< the human message
+};
+
+struct WriterOptions {
+  /// How long a bind keeps retrying the API server's 429/5xx (honouring Retry-After) before it
+  /// reports failure; below kube-scheduler's extender httpTimeout so the answer arrives in time.
+  absl::Duration bind_retry_budget = absl::Seconds(5);
+  std::string reporting_instance = "berth";  ///< this replica, in Events
+};
+
+/// Everything berth writes to the API server: bindings, evictions, events and pod annotation
+/// patches. Bindings and evictions are refused unless this replica is the leader.
+class KubeWriter {
+ public:
+  /// \param leadership nullptr: this replica always acts (leader election disabled).
+  KubeWriter(KubeClient* client, const LeadershipInterface* leadership, WriterOptions options = {});
+
+  /// OK when this replica may bind and evict; otherwise FailedPrecondition naming the leader.
+  absl::Status CheckLeader() const;
+
+  /// POST pods/{name}/binding with the pod's uid as precondition. A 409 (already bound,
+  /// being deleted, another pod with that name) or any other refusal is returned as an error
+  /// carrying the API server's message.
+  absl::Status Bind(const core::Pod& pod, std::string_view node);
+
+  /// POST pods/{name}/eviction (policy/v1), PDB-aware: a 429 means a disruption budget forbids
+  /// it now (ResourceExhausted; try later). \param grace_seconds nullopt: the pod's own.
+  absl::Status Evict(std::string_view ns, std::string_view name, std::string_view uid,
+                     std::optional<int64_t> grace_seconds = std::nullopt);
+
+  /// Writes an events.k8s.io/v1 Event; falls back to a core v1 Event when the API server does
+  /// not serve events.k8s.io (404), and remembers that.
+  absl::Status RecordEvent(const EventRecord& event);
+
+  /// JSON merge patch of a pod's annotations; a nullopt value deletes the key. Used to make
+  /// kube-scheduler look at a pod again at once (an update moves it out of its backoff).
+  absl::Status PatchPodAnnotations(
+      std::string_view ns, std::string_view name,
+      const std::vector<std::pair<std::string, std::optional<std::string>>>& annotations);
+
+ private:
+  /// Calls and retries 429/5xx/transport failures until `budget` is spent.
+  absl::StatusOr<Response> CallWithRetry(std::string_view method, const std::string& path,
+                                         const std::string& body, std::string_view content_type,
+                                         absl::Duration budget);
+
+  KubeClient* client_;
+  const LeadershipInterface* leadership_;
+  WriterOptions options_;
+  std::atomic<bool> core_events_only_{false};
+};
+
+/// Kubernetes mode's binder: creates the pods/binding subresource (leader only).
+class KubeBinder final : public BinderInterface {
+ public:
+  explicit KubeBinder(KubeWriter* writer) : writer_(writer) {}
+  absl::Status CanBind() const override { return writer_->CheckLeader(); }
+  absl::Status Bind(const core::Pod& pod, std::string_view node) override {
+    return writer_->Bind(pod, node);
+  }
+
+ private:
+  KubeWriter* writer_;
+};
+
+}  // namespace berth::extender::kube

@@ -1,0 +1,94 @@
+#include <string>
+#include <vector>
+
+#include "catch2/catch.hpp"
+#include "extender/kube/reflector.h"
+
+namespace berth::extender::kube {
+namespace {
+
+std::vector<std::string> SplitAll(JsonStreamSplitter& s, std::string_view data, absl::Status* status) {
+  std::vector<std::string> out;
+  *status = s.Feed(data, [&](std::string_view v) {
+    out.emplace_back(v);
+    return true;
+  });
+  return out;
+}
+
+// Three watch events as the API server writes them, with braces, brackets, quotes and
+// backslashes inside strings that a naive splitter would miscount.
+const std::string kEvents =
+    "{\"type\":\"ADDED\",\"object\":{\"metadata\":{\"name\":\"a{b\",\"annotations\":{\"x\":\"}]\\\"{\"}}}}\n"
+    "{\"type\":\"MODIFIED\",\"object\":{\"metadata\":{\"name\":\"c\\\\\"},\"spec\":[1,[2,{}]]}}\n"
+    "  {\"type\":\"BOOKMARK\",\"object\":{\"metadata\":{\"resourceVersion\":\"12\"}}}";
+
+TEST_CASE("watch stream: values split correctly whatever the chunking", "[json-stream]") {
+  const std::vector<std::string> expected = {
+      "{\"type\":\"ADDED\",\"object\":{\"metadata\":{\"name\":\"a{b\",\"annotations\":{\"x\":\"}]\\\"{\"}}}}",
+      "{\"type\":\"MODIFIED\",\"object\":{\"metadata\":{\"name\":\"c\\\\\"},\"spec\":[1,[2,{}]]}}",
+      "{\"type\":\"BOOKMARK\",\"object\":{\"metadata\":{\"resourceVersion\":\"12\"}}}"};
+  SECTION("one chunk") {
+    JsonStreamSplitter s;
+    absl::Status st;
+    CHECK(SplitAll(s, kEvents, &st) == expected);
+    CHECK(st.ok());
+    CHECK(s.buffered() == 0);
+  }
+  SECTION("every split point, two chunks") {
+    for (size_t cut = 0; cut <= kEvents.size(); ++cut) {
+      JsonStreamSplitter s;
+      absl::Status st;
+      std::vector<std::string> got = SplitAll(s, std::string_view(kEvents).substr(0, cut), &st);
+      REQUIRE(st.ok());
+      std::vector<std::string> rest = SplitAll(s, std::string_view(kEvents).substr(cut), &st);
+      REQUIRE(st.ok());
+      got.insert(got.end(), rest.begin(), rest.end());
+      INFO("cut at " << cut);
+      CHECK(got == expected);
+    }
+  }
+  SECTION("byte by byte") {
+    JsonStreamSplitter s;
+    std::vector<std::string> got;
+    for (char c : kEvents) {
+      absl::Status st;
+      std::vector<std::string> part = SplitAll(s, std::string_view(&c, 1), &st);
+      REQUIRE(st.ok());
+      got.insert(got.end(), part.begin(), part.end());
+    }
+    CHECK(got == expected);
+  }
+}
+
+TEST_CASE("watch stream: garbage, oversized values and early stop are errors", "[json-stream]") {
+  absl::Status st;
+  SECTION("not JSON") {
+    JsonStreamSplitter s;
+    SplitAll(s, "<html>502 Bad Gateway</html>", &st);
+    CHECK(st.code() == absl::StatusCode::kDataLoss);
+    CHECK(std::string(st.message()).find("expected a JSON object") != std::string::npos);
+  }
+  SECTION("a value over the limit") {
+    JsonStreamSplitter s(64);
+    SplitAll(s, "{\"a\":\"" + std::string(100, 'x'), &st);
+    CHECK(st.code() == absl::StatusCode::kResourceExhausted);
+  }
+  SECTION("the consumer stops") {
+    JsonStreamSplitter s;
+    int seen = 0;
+    st = s.Feed("{}{}{}", [&](std::string_view) { return ++seen < 2; });
+    CHECK(st.code() == absl::StatusCode::kCancelled);
+    CHECK(seen == 2);
+  }
+}
+
+TEST_CASE("object keys follow the model's identities", "[json-stream]") {
+  CHECK(ObjectKey("Pod", "uid-1", "ns", "a") == "uid-1");
+  CHECK(ObjectKey("Node", "", "", "n1") == "n1");
+  CHECK(ObjectKey("PodGroup", "u", "ml", "train") == "ml/train");
+  CHECK(ObjectKey("Pool", "u", "", "gpu") == "gpu");
+}
+
+}  // namespace
+}  // namespace berth::extender::kube

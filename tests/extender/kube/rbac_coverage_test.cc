@@ -1,0 +1,84 @@
+// The RBAC in manifests/ grants exactly what berth uses: every API call berth makes in a run
+// that exercises all of its Kubernetes features is allowed by berth's ClusterRole and Role, and
+// every permission they grant was used.
+
+#include <set>
+#include <string>
+#include <tuple>
+
+#include "catch2/catch.hpp"
+#include "tests/extender/kube/kube_test_env.h"
+#include "tests/testing/builders.h"
+#include "tests/testing/manifests.h"
+
+namespace berth::testing {
+namespace {
+
+TEST_CASE("RBAC in manifests/ covers every API call berth makes, and nothing more", "[rbac]") {
+  const RbacPolicy policy = LoadBerthRbac();
+  REQUIRE_FALSE(policy.cluster_rules.empty());
+
+  FakeApiServer api;
+  REQUIRE(api.Create("nodes", "", MakeNode("n1").Cpu("8").Pods(110).Obj()).ok());
+  REQUIRE(api.Create("pods", "ml", MakePod("a").Namespace("ml").Cpu("1").Obj()).ok());
+  REQUIRE(api.Create("pods", "ml", MakePod("victim").Namespace("ml").Cpu("1").Node("n1")
+                                       .Phase("Running").Obj()).ok());
+  {
+    // Leader election as a Deployment runs it: the Role's namespace.
+    extender::kube::KubernetesOptions options = FastOptions(/*elect=*/true);
+    options.leader_election.lease_namespace = policy.ns;
+    KubeBerth berth(api, options, "berth-0_abc");
+    berth.Start();
+    REQUIRE(berth.WaitReady());
+    REQUIRE(berth.WaitFor([&] { return berth.runtime().elector()->IsLeader(); }));
+    // Renewals (update) after the creation.
+    REQUIRE(api.WaitFor([&](FakeApiServer& s) {
+      return s.CountCalls("PUT", "/apis/coordination.k8s.io/v1/namespaces/" + policy.ns) >= 2;
+    }));
+    const Json pod = api.Get("pods", "ml", "a").value();
+    const Json bind = {{"PodName", "a"}, {"PodNamespace", "ml"},
+                       {"PodUID", pod["metadata"]["uid"]}, {"Node", "n1"}};
+    REQUIRE(Json::parse(berth.service().Bind(bind.dump()).body)["Error"] == "");
+    auto& writer = berth.runtime().writer();
+    REQUIRE(writer.Evict("ml", "victim", "").ok());
+    REQUIRE(writer.RecordEvent({.regarding = {.ns = "ml", .name = "a"}, .reason = "Test",
+                                .action = "Test", .note = "n"}).ok());
+    api.SetInstalled("events.k8s.io", false);
+    REQUIRE(writer.RecordEvent({.regarding = {.ns = "ml", .name = "a"}, .reason = "Test",
+                                .action = "Test", .note = "n"}).ok());
+    REQUIRE(writer.PatchPodAnnotations("ml", "a", {{"berth.io/retry", "1"}}).ok());
+    berth.Stop();
+  }
+
+  std::set<std::tuple<std::string, std::string, std::string>> used;  // verb, group, resource
+  int checked = 0;
+  for (const RecordedCall& c : api.calls()) {
+    if (c.verb.empty()) continue;
+    const std::string resource = c.subresource.empty() ? c.resource : c.resource + "/" + c.subresource;
+    INFO(c.method << " " << c.path << " -> " << c.verb << " " << c.api_group << "/" << resource
+                  << " ns=" << c.ns << " name=" << c.name);
+    CHECK(RbacAllows(policy, c.verb, c.api_group, resource, c.ns, c.name));
+    used.emplace(c.verb, c.api_group, resource);
+    ++checked;
+  }
+  CHECK(checked > 20);
+
+  // Nothing granted that berth did not use.
+  auto check_rules = [&](const std::vector<RbacRule>& rules) {
+    for (const RbacRule& rule : rules) {
+      for (const std::string& group : rule.api_groups) {
+        for (const std::string& resource : rule.resources) {
+          for (const std::string& verb : rule.verbs) {
+            INFO("granted but never used: " << verb << " " << group << "/" << resource);
+            CHECK(used.count({verb, group, resource}) == 1);
+          }
+        }
+      }
+    }
+  };
+  check_rules(policy.cluster_rules);
+  check_rules(policy.namespace_rules);
+}
+
+}  // namespace
+}  // namespace berth::testing
