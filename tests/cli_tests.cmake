@@ -80,6 +80,21 @@ add_test(NAME cli.serve.in-cluster-outside-pod.message
 set_tests_properties(cli.serve.in-cluster-outside-pod.message PROPERTIES
   PASS_REGULAR_EXPRESSION "^berth: [^\n]*KUBERNETES_SERVICE_HOST[^\n]*\n$"
   FAIL_REGULAR_EXPRESSION "${BERTH_CLI_NEVER}" TIMEOUT 10 LABELS cli)
+# In a pod (KUBERNETES_SERVICE_HOST set), `berth serve` with no flags is Kubernetes mode with the
+# service account; here the account's token is absent, which the one line names.
+add_test(NAME cli.serve.in-pod-defaults-to-kubernetes.message
+  COMMAND ${CMAKE_COMMAND} -E env KUBERNETES_SERVICE_HOST=127.0.0.1 KUBERNETES_SERVICE_PORT=6443
+          $<TARGET_FILE:berth> serve --listen 127.0.0.1:0)
+set_tests_properties(cli.serve.in-pod-defaults-to-kubernetes.message PROPERTIES
+  PASS_REGULAR_EXPRESSION "^berth: in-cluster service account [^\n]*/var/run/secrets/kubernetes\\.io/serviceaccount/token[^\n]*\n$"
+  FAIL_REGULAR_EXPRESSION "${BERTH_CLI_NEVER}" TIMEOUT 10 LABELS cli)
+# ... while --cluster in a pod keeps standalone mode (a snapshot replay).
+add_test(NAME cli.serve.in-pod-cluster-file-stays-standalone
+  COMMAND ${CMAKE_COMMAND} -E env KUBERNETES_SERVICE_HOST=127.0.0.1 KUBERNETES_SERVICE_PORT=6443
+          $<TARGET_FILE:berth> serve --listen 127.0.0.1:0 --cluster ${BERTH_CLI_DATA}/cluster-bad-quantity.json)
+set_tests_properties(cli.serve.in-pod-cluster-file-stays-standalone PROPERTIES
+  PASS_REGULAR_EXPRESSION "cluster-bad-quantity\\.json: items\\[1\\]"
+  TIMEOUT 10 LABELS cli)
 berth_cli_fails(serve.config-bad-lease
   "^berth: [^\n]*/config-bad-lease\.json: kubernetes\.leaderElection: [^\n]*renewDeadlineSeconds must be less than leaseDurationSeconds[^\n]*\n$"
   ONE_LINE ARGS serve --listen 127.0.0.1:0 --config ${BERTH_CLI_DATA}/config-bad-lease.json)
@@ -118,3 +133,13 @@ set_tests_properties(cli.serve.round-trip PROPERTIES
   FAIL_REGULAR_EXPRESSION "FAIL: "
   SKIP_RETURN_CODE 77
   TIMEOUT 60 LABELS cli)
+
+# The CLI tests describe berth outside a pod: where the suite itself runs in a pod, the service
+# variables would switch `berth serve` to Kubernetes mode. (The in-pod tests set them again.)
+get_property(berth_cli_all_tests DIRECTORY PROPERTY TESTS)
+foreach(t IN LISTS berth_cli_all_tests)
+  if(t MATCHES "^cli\\.")
+    set_property(TEST ${t} APPEND PROPERTY ENVIRONMENT_MODIFICATION
+      "KUBERNETES_SERVICE_HOST=unset:" "KUBERNETES_SERVICE_PORT=unset:")
+  endif()
+endforeach()

@@ -5,12 +5,11 @@
 
 #include <algorithm>
 #include <cctype>
-#include <fstream>
-#include <sstream>
 #include <utility>
 
 #include "absl/strings/ascii.h"
 #include "core/strings.h"
+#include "extender/config.h"
 #include "httplib.h"
 #include "nlohmann/json.hpp"
 
@@ -24,14 +23,6 @@ std::string Trim(std::string s) {
   size_t i = 0;
   while (i < s.size() && std::isspace(static_cast<unsigned char>(s[i]))) ++i;
   return s.substr(i);
-}
-
-absl::StatusOr<std::string> ReadWholeFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(StrCat("cannot read ", path));
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
 }
 
 void SetTimeout(httplib::ClientImpl& c, void (httplib::ClientImpl::*setter)(time_t, time_t),
@@ -79,6 +70,10 @@ absl::Status ApiError(std::string_view method, std::string_view path, const Resp
   if (!s.reason.empty()) StrAppend(&text, " ", s.reason);
   if (!s.message.empty()) StrAppend(&text, ": ", s.message);
   return absl::Status(CodeForHttp(response.status), text);
+}
+
+std::string MicroTime(absl::Time t) {
+  return absl::FormatTime("%Y-%m-%dT%H:%M:%E6SZ", t, absl::UTCTimeZone());
 }
 
 std::string UrlEncode(std::string_view value) {
@@ -188,7 +183,7 @@ absl::Status KubeClient::Init() {
     }
   }
   if (!config_.token_file.empty()) {
-    absl::StatusOr<std::string> t = ReadWholeFile(config_.token_file);
+    absl::StatusOr<std::string> t = ReadFile(config_.token_file);
     if (!t.ok()) return absl::InvalidArgumentError(StrCat(config_.source, ": bearer token file: ", t.status().message()));
   }
   // A first connection proves the TLS material is usable (e.g. a key that does not match its
@@ -252,7 +247,7 @@ std::string KubeClient::Token() {
   absl::MutexLock lock(&token_mu_);
   const absl::Time now = absl::Now();
   if (now - token_read_ >= options_.token_reload) {
-    absl::StatusOr<std::string> t = ReadWholeFile(config_.token_file);
+    absl::StatusOr<std::string> t = ReadFile(config_.token_file);
     // A failed re-read keeps the last token: the file is replaced atomically by the kubelet,
     // and a transient failure must not drop authentication.
     if (t.ok()) token_ = Trim(*std::move(t));

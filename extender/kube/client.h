@@ -136,6 +136,9 @@ class KubeClient {
   std::vector<std::unique_ptr<httplib::ClientImpl>> idle_ ABSL_GUARDED_BY(pool_mu_);
 };
 
+/// A time in the API's MicroTime format ("2026-11-21T08:30:00.123456Z").
+std::string MicroTime(absl::Time t);
+
 /// Percent-encodes a query parameter value.
 std::string UrlEncode(std::string_view value);
 

@@ -14,10 +14,6 @@
 namespace berth::extender::kube {
 namespace {
 
-std::string MicroTime(absl::Time t) {
-  return absl::FormatTime("%Y-%m-%dT%H:%M:%E6SZ", t, absl::UTCTimeZone());
-}
-
 std::string RandomSuffix() {
   std::random_device rd;
   std::uniform_int_distribution<int> hex(0, 15);

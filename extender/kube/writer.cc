@@ -20,10 +20,6 @@ bool Retryable(const absl::StatusOr<Response>& r) {
          r->status == 504;
 }
 
-std::string MicroTime(absl::Time t) {
-  return absl::FormatTime("%Y-%m-%dT%H:%M:%E6SZ", t, absl::UTCTimeZone());
-}
-
 std::string EventName(std::string_view object_name, absl::Time now) {
   // The API server requires unique names; client-go's recorder uses "<object>.<hex time>".
   char hex[24];
