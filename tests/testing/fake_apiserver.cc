@@ -24,16 +24,17 @@
 
 namespace berth::testing {
 
-// ---- resources -------------------------------------------------------------------------------
+// ---- resources ----------------------------------------------------------------------------------
 
 struct FakeApiServer::ResourceInfo {
-  const char* key;      // the name tests use
-  const char* group;    // "" for core
+  const char* key;    // the name tests use
+  const char* group;  // "" for core
   const char* version;
-  const char* plural;   // URL segment
+  const char* plural;  // URL segment
   const char* kind;
   bool namespaced;
-  bool status_subresource;    // has /status; the main resource then ignores status changes
+  // Has /status; the main resource then ignores status changes.
+  bool status_subresource;
   bool unconditional_update;  // PUT without metadata.resourceVersion allowed
 
   std::string api_version() const {
@@ -84,7 +85,7 @@ const ResourceInfo* FindResource(std::string_view group, std::string_view versio
   return nullptr;
 }
 
-// ---- JSON helpers (never throw on untrusted input) --------------------------------------------
+// ---- JSON helpers (never throw on untrusted input) ----------------------------------------------
 
 std::string Str(const Json& j, const char* key) {
   if (!j.is_object()) return {};
@@ -170,20 +171,23 @@ std::string Base64(std::string_view in) {
   return out;
 }
 
-// ---- Status objects --------------------------------------------------------------------------
+// ---- Status objects -----------------------------------------------------------------------------
 
 Json StatusBody(int code, const std::string& reason, const std::string& message,
                 Json details = nullptr) {
-  Json s = {{"kind", "Status"},     {"apiVersion", "v1"}, {"metadata", Json::object()},
-            {"status", "Failure"},  {"message", message}, {"reason", reason},
+  Json s = {{"kind", "Status"},    {"apiVersion", "v1"}, {"metadata", Json::object()},
+            {"status", "Failure"}, {"message", message}, {"reason", reason},
             {"code", code}};
   if (!details.is_null()) s["details"] = std::move(details);
   return s;
 }
 
 Json SuccessStatus(int code) {
-  return {{"kind", "Status"}, {"apiVersion", "v1"}, {"metadata", Json::object()},
-          {"status", "Success"}, {"code", code}};
+  return {{"kind", "Status"},
+          {"apiVersion", "v1"},
+          {"metadata", Json::object()},
+          {"status", "Success"},
+          {"code", code}};
 }
 
 Json Details(const ResourceInfo* res, const std::string& name, const std::string& kind = "") {
@@ -200,41 +204,65 @@ Json Details(const ResourceInfo* res, const std::string& name, const std::string
 
 std::string DefaultReason(int code) {
   switch (code) {
-    case 400: return "BadRequest";
-    case 401: return "Unauthorized";
-    case 403: return "Forbidden";
-    case 404: return "NotFound";
-    case 405: return "MethodNotAllowed";
-    case 409: return "Conflict";
-    case 410: return "Expired";
-    case 415: return "UnsupportedMediaType";
-    case 422: return "Invalid";
-    case 429: return "TooManyRequests";
-    case 500: return "InternalError";
-    case 503: return "ServiceUnavailable";
-    case 504: return "Timeout";
-    default: return "Unknown";
+    case 400:
+      return "BadRequest";
+    case 401:
+      return "Unauthorized";
+    case 403:
+      return "Forbidden";
+    case 404:
+      return "NotFound";
+    case 405:
+      return "MethodNotAllowed";
+    case 409:
+      return "Conflict";
+    case 410:
+      return "Expired";
+    case 415:
+      return "UnsupportedMediaType";
+    case 422:
+      return "Invalid";
+    case 429:
+      return "TooManyRequests";
+    case 500:
+      return "InternalError";
+    case 503:
+      return "ServiceUnavailable";
+    case 504:
+      return "Timeout";
+    default:
+      return "Unknown";
   }
 }
 
 std::string DefaultMessage(int code) {
   switch (code) {
-    case 401: return "Unauthorized";
-    case 403: return "forbidden: the fake API server was told to refuse this request";
-    case 404: return "the server could not find the requested resource";
-    case 409: return "the server reported a conflict";
-    case 410: return "too old resource version";
-    case 429: return "Too many requests, please try again later.";
-    case 500: return "Internal error occurred: injected failure";
-    case 503: return "the server is currently unable to handle the request";
+    case 401:
+      return "Unauthorized";
+    case 403:
+      return "forbidden: the fake API server was told to refuse this request";
+    case 404:
+      return "the server could not find the requested resource";
+    case 409:
+      return "the server reported a conflict";
+    case 410:
+      return "too old resource version";
+    case 429:
+      return "Too many requests, please try again later.";
+    case 500:
+      return "Internal error occurred: injected failure";
+    case 503:
+      return "the server is currently unable to handle the request";
     case 504:
-      return "the server was unable to return a response in the time allotted, but may still be "
+      return "the server was unable to return a response in the time allotted, "
+             "but may still be "
              "processing the request";
-    default: return StrCat("injected failure (HTTP ", code, ")");
+    default:
+      return StrCat("injected failure (HTTP ", code, ")");
   }
 }
 
-// ---- selectors -------------------------------------------------------------------------------
+// ---- selectors ----------------------------------------------------------------------------------
 
 }  // namespace
 
@@ -484,13 +512,14 @@ bool FieldsMatch(const std::vector<FieldRequirement>& reqs, const Json& obj) {
   return true;
 }
 
-// ---- sockets ---------------------------------------------------------------------------------
+// ---- sockets ------------------------------------------------------------------------------------
 
 int LocalPort(int fd) {
   sockaddr_storage addr{};
   socklen_t len = sizeof(addr);
   if (::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) return -1;
-  if (addr.ss_family == AF_INET) return ntohs(reinterpret_cast<const sockaddr_in*>(&addr)->sin_port);
+  if (addr.ss_family == AF_INET)
+    return ntohs(reinterpret_cast<const sockaddr_in*>(&addr)->sin_port);
   if (addr.ss_family == AF_INET6) {
     return ntohs(reinterpret_cast<const sockaddr_in6*>(&addr)->sin6_port);
   }
@@ -501,16 +530,17 @@ int PeerPort(int fd) {
   sockaddr_storage addr{};
   socklen_t len = sizeof(addr);
   if (::getpeername(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) return -1;
-  if (addr.ss_family == AF_INET) return ntohs(reinterpret_cast<const sockaddr_in*>(&addr)->sin_port);
+  if (addr.ss_family == AF_INET)
+    return ntohs(reinterpret_cast<const sockaddr_in*>(&addr)->sin_port);
   if (addr.ss_family == AF_INET6) {
     return ntohs(reinterpret_cast<const sockaddr_in6*>(&addr)->sin6_port);
   }
   return -1;
 }
 
-// Calls `fn(fd)` for every connected socket of this process whose local port is `port`, i.e.
-// the connections a server on that port accepted. cpp-httplib does not hand out its sockets, so
-// they are found among the process's descriptors.
+// Calls `fn(fd)` for every connected socket of this process whose local port is `port`, i.e. the
+// connections a server on that port accepted. cpp-httplib does not hand out its sockets, so they
+// are found among the process's descriptors.
 template <class Fn>
 void ForEachAcceptedSocket(int port, Fn fn) {
   DIR* dir = ::opendir("/proc/self/fd");
@@ -528,8 +558,8 @@ void ForEachAcceptedSocket(int port, Fn fn) {
   ::closedir(dir);
 }
 
-// The socket a request came in on, to notice a watch client that went away while no event is
-// being written (a write would notice, but a quiet watch writes nothing).
+// The socket a request came in on, to notice a watch client that went away while no event is being
+// written (a write would notice, but a quiet watch writes nothing).
 int RequestSocket(const httplib::Request& req) {
   if (req.ssl != nullptr) return SSL_get_fd(req.ssl);
   if (req.local_port <= 0 || req.remote_port <= 0) return -1;
@@ -550,9 +580,9 @@ bool PeerClosed(int fd) {
 
 // kube-apiserver compresses only responses of at least 128 KiB, only with gzip, and never watch
 // streams. cpp-httplib would compress every application/json reply with brotli or gzip when the
-// client offers it, and would hold a watch's events back in the compressor; narrowing the
-// request's Accept-Encoding before replying keeps the fake's bytes like the real server's.
-// (The Request is the server's own non-const object; handlers only see it as const.)
+// client offers it, and would hold a watch's events back in the compressor; narrowing the request's
+// Accept-Encoding before replying keeps the fake's bytes like the real server's. (The Request is
+// the server's own non-const object; handlers only see it as const.)
 void MatchApiserverCompression(const httplib::Request& req, size_t body_size, bool stream) {
   auto& headers = const_cast<httplib::Request&>(req).headers;
   auto it = headers.find("Accept-Encoding");
@@ -572,7 +602,7 @@ Json WatchErrorStatus(int code, const std::string& message) {
 
 }  // namespace
 
-// ---- per-request state -----------------------------------------------------------------------
+// ---- per-request state --------------------------------------------------------------------------
 
 struct FakeApiServer::Route {
   bool api = false;                   // the path has the shape of a resource path
@@ -640,13 +670,15 @@ Reply MethodNotAllowed() {
 
 Reply Conflict(const std::string& qualified, const ResourceInfo& res, const std::string& name,
                const std::string& why) {
-  return Error(409, StrCat("Operation cannot be fulfilled on ", qualified, " \"", name, "\": ", why),
+  return Error(409,
+               StrCat("Operation cannot be fulfilled on ", qualified, " \"", name, "\": ", why),
                Details(&res, name, qualified == res.qualified() ? "" : qualified));
 }
 
 Reply StaleConflict(const ResourceInfo& res, const std::string& name) {
   return Conflict(res.qualified(), res, name,
-                  "the object has been modified; please apply your changes to the latest version "
+                  "the object has been modified; please apply your changes to "
+                  "the latest version "
                   "and try again");
 }
 
@@ -662,11 +694,15 @@ Reply Invalid(const std::string& qualified_kind, const ResourceInfo& res, const 
 std::optional<Json> ParseObject(const std::string& body, Reply* error) {
   Json j = Json::parse(body, nullptr, false);
   if (j.is_discarded()) {
-    *error = Error(400, "couldn't get version/kind; json parse error: the body is not valid JSON");
+    *error = Error(400,
+                   "couldn't get version/kind; json parse error: the body "
+                   "is not valid JSON");
     return std::nullopt;
   }
   if (!j.is_object()) {
-    *error = Error(400, "couldn't get version/kind; json parse error: the body is not a JSON object");
+    *error = Error(400,
+                   "couldn't get version/kind; json parse error: the body "
+                   "is not a JSON object");
     return std::nullopt;
   }
   if (auto m = j.find("metadata"); m != j.end() && !m->is_object() && !m->is_null()) {
@@ -676,8 +712,8 @@ std::optional<Json> ParseObject(const std::string& body, Reply* error) {
   return j;
 }
 
-// A body's kind and apiVersion, when present, must be what the endpoint takes (absent ones
-// default from the URL, as kube-apiserver's decoder does).
+// A body's kind and apiVersion, when present, must be what the endpoint takes (absent ones default
+// from the URL, as kube-apiserver's decoder does).
 std::optional<Reply> CheckTypeMeta(const Json& body, const std::string& kind,
                                    const std::string& api_version) {
   const std::string k = Str(body, "kind");
@@ -705,10 +741,10 @@ std::optional<Reply> CheckPreconditions(const Json& preconditions, const Json& s
   }
   const std::string rv = Str(preconditions, "resourceVersion");
   if (!rv.empty() && rv != MetaStr(stored, "resourceVersion")) {
-    return Conflict(qualified, res, name,
-                    StrCat("Precondition failed: ResourceVersion in precondition: ", rv,
-                           ", ResourceVersion in object meta: ",
-                           MetaStr(stored, "resourceVersion")));
+    return Conflict(
+        qualified, res, name,
+        StrCat("Precondition failed: ResourceVersion in precondition: ", rv,
+               ", ResourceVersion in object meta: ", MetaStr(stored, "resourceVersion")));
   }
   return std::nullopt;
 }
@@ -763,7 +799,7 @@ Route ParseRoute(const httplib::Request& req) {
 
 }  // namespace
 
-// ---- lifecycle -------------------------------------------------------------------------------
+// ---- lifecycle ----------------------------------------------------------------------------------
 
 FakeApiServer::FakeApiServer(Options options)
     : options_(std::move(options)),
@@ -787,8 +823,8 @@ absl::Status FakeApiServer::Start() {
     server = std::make_unique<httplib::Server>();
   }
   if (!server->is_valid()) {
-    return absl::InternalError(StrCat("cannot load the server certificate ",
-                                      tls_->server_cert_file, " and key ", tls_->server_key_file));
+    return absl::InternalError(StrCat("cannot load the server certificate ", tls_->server_cert_file,
+                                      " and key ", tls_->server_key_file));
   }
   Install(*server);
   {
@@ -834,9 +870,9 @@ void FakeApiServer::Stop() {
   }
   cv_.notify_all();
   server_->stop();
-  // The listener thread joins the workers; a worker waiting on an idle kept-alive connection
-  // only notices when its socket is shut down. Repeat until the listener is done, so that a
-  // connection accepted at the last moment is cut too.
+  // The listener thread joins the workers; a worker waiting on an idle kept-alive connection only
+  // notices when its socket is shut down. Repeat until the listener is done, so that a connection
+  // accepted at the last moment is cut too.
   while (!listener_done_) {
     ForEachAcceptedSocket(port_, [](int fd, int) {
       ::shutdown(fd, SHUT_RDWR);
@@ -861,7 +897,9 @@ std::string FakeApiServer::Kubeconfig(bool client_cert) const {
   std::string y = StrCat("apiVersion: v1\nkind: Config\ncurrent-context: fake\nclusters:\n",
                          "- name: fake\n  cluster:\n    server: ", url(), "\n");
   if (options_.tls) StrAppend(&y, "    certificate-authority-data: ", Base64(tls_->ca_pem), "\n");
-  StrAppend(&y, "contexts:\n- name: fake\n  context:\n    cluster: fake\n    user: fake\n",
+  StrAppend(&y,
+            "contexts:\n- name: fake\n  context:\n    cluster: fake\n    user: "
+            "fake\n",
             "    namespace: default\nusers:\n- name: fake\n  user:\n");
   if (client_cert) {
     StrAppend(&y, "    client-certificate-data: ", Base64(tls_->client_cert_pem), "\n",
@@ -876,8 +914,8 @@ void FakeApiServer::Install(httplib::Server& s) {
   const size_t threads = static_cast<size_t>(std::max(4, options_.threads));
   s.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
   s.set_tcp_nodelay(true);
-  // SO_REUSEADDR only: with cpp-httplib's default SO_REUSEPORT another process could bind the
-  // same port while this server is stopped and both would then accept.
+  // SO_REUSEADDR only: with cpp-httplib's default SO_REUSEPORT another process could bind the same
+  // port while this server is stopped and both would then accept.
   s.set_socket_options([](socket_t sock) {
     const int yes = 1;
     ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
@@ -892,34 +930,34 @@ void FakeApiServer::Install(httplib::Server& s) {
   s.Put(".*", handler);
   s.Patch(".*", handler);
   s.Delete(".*", handler);
-  // Errors cpp-httplib raises itself (a method it does not route, a malformed request) get a
-  // Status body too; replies of Handle already have theirs.
+  // Errors cpp-httplib raises itself (a method it does not route, a malformed request) get a Status
+  // body too; replies of Handle already have theirs.
   s.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
     if (!res.body.empty()) return;
-    const std::string body = Dump(StatusBody(res.status, DefaultReason(res.status),
-                                             StrCat("HTTP ", res.status, " for ", req.method, " ",
-                                                    req.path)));
-    MatchApiserverCompression(req, body.size(), false);
-    res.set_content(body, "application/json");
-  });
-  s.set_exception_handler([](const httplib::Request& req, httplib::Response& res,
-                             std::exception_ptr ep) {
-    std::string what = "unknown error";
-    try {
-      if (ep) std::rethrow_exception(ep);
-    } catch (const std::exception& e) {
-      what = e.what();
-    } catch (...) {
-    }
-    res.status = 500;
     const std::string body =
-        Dump(StatusBody(500, "InternalError", StrCat("Internal error occurred: ", what)));
+        Dump(StatusBody(res.status, DefaultReason(res.status),
+                        StrCat("HTTP ", res.status, " for ", req.method, " ", req.path)));
     MatchApiserverCompression(req, body.size(), false);
     res.set_content(body, "application/json");
   });
+  s.set_exception_handler(
+      [](const httplib::Request& req, httplib::Response& res, std::exception_ptr ep) {
+        std::string what = "unknown error";
+        try {
+          if (ep) std::rethrow_exception(ep);
+        } catch (const std::exception& e) {
+          what = e.what();
+        } catch (...) {
+        }
+        res.status = 500;
+        const std::string body =
+            Dump(StatusBody(500, "InternalError", StrCat("Internal error occurred: ", what)));
+        MatchApiserverCompression(req, body.size(), false);
+        res.set_content(body, "application/json");
+      });
 }
 
-// ---- request handling ------------------------------------------------------------------------
+// ---- request handling ---------------------------------------------------------------------------
 
 std::string FakeApiServer::Authenticate(const httplib::Request& req) const {
   if (options_.tls && options_.require_client_cert && req.ssl != nullptr) {
@@ -1053,7 +1091,7 @@ FakeApiServer::Reply FakeApiServer::Serve(const httplib::Request& req, httplib::
   return MethodNotAllowed();
 }
 
-// ---- discovery -------------------------------------------------------------------------------
+// ---- discovery ----------------------------------------------------------------------------------
 
 FakeApiServer::Reply FakeApiServer::ServeDiscovery(const std::string& path) {
   std::string p = path;
@@ -1102,12 +1140,12 @@ FakeApiServer::Reply FakeApiServer::ServeDiscovery(const std::string& path) {
     gv = r.api_version();
     std::string singular = r.kind;
     for (char& c : singular) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    resources.push_back({{"name", r.plural},
-                         {"singularName", singular},
-                         {"namespaced", r.namespaced},
-                         {"kind", r.kind},
-                         {"verbs", Json::array({"create", "delete", "get", "list", "patch",
-                                                "update", "watch"})}});
+    resources.push_back(
+        {{"name", r.plural},
+         {"singularName", singular},
+         {"namespaced", r.namespaced},
+         {"kind", r.kind},
+         {"verbs", Json::array({"create", "delete", "get", "list", "patch", "update", "watch"})}});
     if (r.status_subresource) {
       resources.push_back({{"name", StrCat(r.plural, "/status")},
                            {"singularName", ""},
@@ -1116,19 +1154,30 @@ FakeApiServer::Reply FakeApiServer::ServeDiscovery(const std::string& path) {
                            {"verbs", Json::array({"get", "patch", "update"})}});
     }
     if (std::string_view(r.key) == "pods") {
-      resources.push_back({{"name", "pods/binding"}, {"singularName", ""}, {"namespaced", true},
-                           {"kind", "Binding"}, {"verbs", Json::array({"create"})}});
-      resources.push_back({{"name", "pods/eviction"}, {"singularName", ""}, {"namespaced", true},
-                           {"group", "policy"}, {"version", "v1"}, {"kind", "Eviction"},
+      resources.push_back({{"name", "pods/binding"},
+                           {"singularName", ""},
+                           {"namespaced", true},
+                           {"kind", "Binding"},
+                           {"verbs", Json::array({"create"})}});
+      resources.push_back({{"name", "pods/eviction"},
+                           {"singularName", ""},
+                           {"namespaced", true},
+                           {"group", "policy"},
+                           {"version", "v1"},
+                           {"kind", "Eviction"},
                            {"verbs", Json::array({"create"})}});
     }
   }
   if (gv.empty()) return GenericNotFound();
-  return {200, {{"kind", "APIResourceList"}, {"apiVersion", "v1"}, {"groupVersion", gv},
-                {"resources", resources}}, -1};
+  return {200,
+          {{"kind", "APIResourceList"},
+           {"apiVersion", "v1"},
+           {"groupVersion", gv},
+           {"resources", resources}},
+          -1};
 }
 
-// ---- list ------------------------------------------------------------------------------------
+// ---- list ---------------------------------------------------------------------------------------
 
 FakeApiServer::Reply FakeApiServer::ServeList(const httplib::Request& req, const Route& route) {
   const ResourceInfo& r = *route.res;
@@ -1164,13 +1213,16 @@ FakeApiServer::Reply FakeApiServer::ServeList(const httplib::Request& req, const
       auto id = ParseInt(tail);
       if (id && *id >= 1 && *id <= continues_issued_) {
         return Error(410,
-                     "The provided continue parameter is too old to display a consistent list "
+                     "The provided continue parameter is too old to display a "
+                     "consistent list "
                      "result. You can start a new list without the continue parameter.");
       }
       return Error(400, StrCat("continue key is not valid: ", cont));
     }
     if (it->second.scope != scope) {
-      return Error(400, "continue key is not valid: it was issued for another resource or namespace");
+      return Error(400,
+                   "continue key is not valid: it was issued for another "
+                   "resource or namespace");
     }
     items = it->second.items;
     offset = it->second.offset;
@@ -1205,7 +1257,7 @@ FakeApiServer::Reply FakeApiServer::ServeList(const httplib::Request& req, const
           -1};
 }
 
-// ---- watch -----------------------------------------------------------------------------------
+// ---- watch --------------------------------------------------------------------------------------
 
 FakeApiServer::Reply FakeApiServer::StartWatch(const httplib::Request& req, httplib::Response& res,
                                                const Route& route, bool* streaming) {
@@ -1240,7 +1292,8 @@ FakeApiServer::Reply FakeApiServer::StartWatch(const httplib::Request& req, http
   if (!rv_text.empty() && rv_text != "0") {
     from = ParseInt(rv_text);
     if (!from || *from < 0) {
-      return Error(400, StrCat("invalid resourceVersion \"", rv_text, "\": expected a decimal integer"));
+      return Error(400,
+                   StrCat("invalid resourceVersion \"", rv_text, "\": expected a decimal integer"));
     }
   }
   w->fd = RequestSocket(req);
@@ -1303,9 +1356,8 @@ bool FakeApiServer::HasWorkLocked(const Watcher& w) const {
   const auto now = Clock::now();
   return stopping_ || w.drop || w.end || w.error_code != 0 || !w.pending.empty() ||
          w.finish_after_pending || rv_ > w.last_rv || w.last_rv < compacted_rv_ ||
-         uninstalled_.count(w.res->key) > 0 ||
-         (w.bookmarks && w.bookmark_seq != bookmark_seq_) || now >= w.next_bookmark ||
-         now >= w.deadline;
+         uninstalled_.count(w.res->key) > 0 || (w.bookmarks && w.bookmark_seq != bookmark_seq_) ||
+         now >= w.next_bookmark || now >= w.deadline;
 }
 
 bool FakeApiServer::WatchStep(Watcher& w, std::string* out, bool* finish) {
@@ -1324,8 +1376,10 @@ bool FakeApiServer::WatchStep(Watcher& w, std::string* out, bool* finish) {
     const int code = w.error_code;
     const std::string message =
         code == 410 ? StrCat("too old resource version: ", w.last_rv, " (", rv_, ")")
-                    : StrCat("an error on the server (\"injected watch error\") has prevented the "
-                             "request from succeeding");
+                    : StrCat(
+                          "an error on the server (\"injected watch error\") has "
+                          "prevented the "
+                          "request from succeeding");
     *out += EventLine("ERROR", WatchErrorStatus(code, message));
     *finish = true;
     return true;
@@ -1375,7 +1429,7 @@ bool FakeApiServer::WatchStep(Watcher& w, std::string* out, bool* finish) {
   return true;
 }
 
-// ---- writes ----------------------------------------------------------------------------------
+// ---- writes -------------------------------------------------------------------------------------
 
 int64_t FakeApiServer::CommitLocked(const ResourceInfo& res, const std::string& type, Json* object,
                                     const Json* prev) {
@@ -1415,7 +1469,8 @@ absl::StatusOr<Json> FakeApiServer::CreateLocked(const ResourceInfo& res, const 
     meta["name"] = name;
   }
   if (name.empty()) {
-    return absl::InvalidArgumentError("metadata.name: Required value: name or generateName is required");
+    return absl::InvalidArgumentError(
+        "metadata.name: Required value: name or generateName is required");
   }
   const std::string key = ObjectKey(res, Str(meta, "namespace"), name);
   auto& objects = store_[res.key];
@@ -1436,7 +1491,8 @@ absl::StatusOr<Json> FakeApiServer::UpdateLocked(const ResourceInfo& res, const 
   object.erase("apiVersion");
   Json& meta = object["metadata"];
   if (!meta.is_object()) return absl::InvalidArgumentError("metadata: expected an object");
-  const std::string namespace_name = res.namespaced ? (ns.empty() ? Str(meta, "namespace") : ns) : "";
+  const std::string namespace_name =
+      res.namespaced ? (ns.empty() ? Str(meta, "namespace") : ns) : "";
   if (res.namespaced) meta["namespace"] = namespace_name;
   const std::string name = Str(meta, "name");
   auto& objects = store_[res.key];
@@ -1461,19 +1517,21 @@ FakeApiServer::Reply FakeApiServer::ServeCreate(const Route& route, const std::s
   if (auto bad = CheckTypeMeta(*obj, r.kind, r.api_version())) return *bad;
   const std::string body_ns = MetaStr(*obj, "namespace");
   if (r.namespaced && !body_ns.empty() && body_ns != route.ns) {
-    return Error(400, "the namespace of the provided object does not match the namespace sent on "
-                      "the request");
+    return Error(400,
+                 "the namespace of the provided object does not match the "
+                 "namespace sent on "
+                 "the request");
   }
   if (MetaStr(*obj, "name").empty() && MetaStr(*obj, "generateName").empty()) {
     return Invalid(r.qualified_kind(), r, "", "metadata.name", "FieldValueRequired",
                    "Required value: name or generateName is required");
   }
-  // What kube-apiserver's create strategies reset: a new pod starts Pending whatever status it
-  // was sent with; a custom resource with a status subresource starts without status.
+  // What kube-apiserver's create strategies reset: a new pod starts Pending whatever status it was
+  // sent with; a custom resource with a status subresource starts without status.
   if (std::string_view(r.key) == "pods") {
     (*obj)["status"] = {{"phase", "Pending"}};
-    if (auto spec = obj->find("spec"); spec != obj->end() && spec->is_object() &&
-                                       Str(*spec, "schedulerName").empty()) {
+    if (auto spec = obj->find("spec");
+        spec != obj->end() && spec->is_object() && Str(*spec, "schedulerName").empty()) {
       (*spec)["schedulerName"] = "default-scheduler";
     }
   } else if (r.status_subresource && std::string_view(r.key) != "nodes") {
@@ -1507,8 +1565,10 @@ FakeApiServer::Reply FakeApiServer::ServeUpdate(const Route& route, const std::s
   }
   const std::string body_ns = MetaStr(*obj, "namespace");
   if (r.namespaced && !body_ns.empty() && body_ns != route.ns) {
-    return Error(400, "the namespace of the provided object does not match the namespace sent on "
-                      "the request");
+    return Error(400,
+                 "the namespace of the provided object does not match the "
+                 "namespace sent on "
+                 "the request");
   }
   std::lock_guard<std::mutex> lk(mu_);
   auto& objects = store_[r.key];
@@ -1517,8 +1577,8 @@ FakeApiServer::Reply FakeApiServer::ServeUpdate(const Route& route, const std::s
   const Json& old = it->second;
   const std::string rv = MetaStr(*obj, "resourceVersion");
   if (rv.empty() && !r.unconditional_update) {
-    return Invalid(r.qualified_kind(), r, route.name, "metadata.resourceVersion", "FieldValueInvalid",
-                   "Invalid value: 0x0: must be specified for an update");
+    return Invalid(r.qualified_kind(), r, route.name, "metadata.resourceVersion",
+                   "FieldValueInvalid", "Invalid value: 0x0: must be specified for an update");
   }
   if (!rv.empty() && rv != MetaStr(old, "resourceVersion")) return StaleConflict(r, route.name);
   Json preconditions = {{"uid", MetaStr(*obj, "uid")}};
@@ -1559,15 +1619,16 @@ FakeApiServer::Reply FakeApiServer::ServePatch(const Route& route, const std::st
                                                const std::string& body) {
   const ResourceInfo& r = *route.res;
   const std::string media = Trim(std::string_view(content_type).substr(0, content_type.find(';')));
-  const bool merge = media == "application/merge-patch+json" ||
-                     media == "application/strategic-merge-patch+json";
+  const bool merge =
+      media == "application/merge-patch+json" || media == "application/strategic-merge-patch+json";
   const bool json_patch = media == "application/json-patch+json";
   if (!merge && !json_patch) {
-    return Error(415,
-                 StrCat("the body of the request was in an unknown format - accepted media types "
-                        "include: application/json-patch+json, application/merge-patch+json, "
-                        "application/strategic-merge-patch+json (got \"",
-                        content_type, "\")"));
+    return Error(415, StrCat("the body of the request was in an unknown format "
+                             "- accepted media types "
+                             "include: application/json-patch+json, "
+                             "application/merge-patch+json, "
+                             "application/strategic-merge-patch+json (got \"",
+                             content_type, "\")"));
   }
   Json patch = Json::parse(body, nullptr, false);
   if (patch.is_discarded()) return Error(400, "error decoding patch: the body is not valid JSON");
@@ -1605,8 +1666,10 @@ FakeApiServer::Reply FakeApiServer::ServePatch(const Route& route, const std::st
                              ") does not match the name on the URL (", route.name, ")"));
   }
   if (r.namespaced && MetaStr(next, "namespace") != route.ns) {
-    return Error(400, "the namespace of the provided object does not match the namespace sent on "
-                      "the request");
+    return Error(400,
+                 "the namespace of the provided object does not match the "
+                 "namespace sent on "
+                 "the request");
   }
   if (!MetaStr(next, "uid").empty() && MetaStr(next, "uid") != MetaStr(old, "uid")) {
     return Invalid(r.qualified_kind(), r, route.name, "metadata.uid", "FieldValueInvalid",
@@ -1672,8 +1735,10 @@ FakeApiServer::Reply FakeApiServer::ServeBinding(const Route& route, const std::
   }
   const std::string body_ns = MetaStr(*binding, "namespace");
   if (!body_ns.empty() && body_ns != route.ns) {
-    return Error(400, "the namespace of the provided object does not match the namespace sent on "
-                      "the request");
+    return Error(400,
+                 "the namespace of the provided object does not match the "
+                 "namespace sent on "
+                 "the request");
   }
   const Json target = binding->contains("target") ? (*binding)["target"] : Json::object();
   const std::string target_kind = Str(target, "kind");
@@ -1695,8 +1760,8 @@ FakeApiServer::Reply FakeApiServer::ServeBinding(const Route& route, const std::
   Json preconditions = {{"uid", MetaStr(*binding, "uid")},
                         {"resourceVersion", MetaStr(*binding, "resourceVersion")}};
   if (auto bad = CheckPreconditions(preconditions, pod, qualified, r, route.name)) return *bad;
-  if (auto m = pod.find("metadata"); m != pod.end() && m->contains("deletionTimestamp") &&
-                                     !m->at("deletionTimestamp").is_null()) {
+  if (auto m = pod.find("metadata");
+      m != pod.end() && m->contains("deletionTimestamp") && !m->at("deletionTimestamp").is_null()) {
     return Conflict(qualified, r, route.name,
                     StrCat("pod ", route.name, " is being deleted, cannot be assigned to a host"));
   }
@@ -1755,7 +1820,8 @@ FakeApiServer::Reply FakeApiServer::ServeEviction(const Route& route, const std:
   if (it == pods.end()) return NotFound(r, route.name);
   if (auto opts = eviction->find("deleteOptions"); opts != eviction->end() && opts->is_object()) {
     if (auto pre = opts->find("preconditions"); pre != opts->end()) {
-      if (auto bad = CheckPreconditions(*pre, it->second, r.qualified(), r, route.name)) return *bad;
+      if (auto bad = CheckPreconditions(*pre, it->second, r.qualified(), r, route.name))
+        return *bad;
     }
   }
   std::string phase;
@@ -1763,9 +1829,10 @@ FakeApiServer::Reply FakeApiServer::ServeEviction(const Route& route, const std:
   const bool terminal = phase == "Succeeded" || phase == "Failed";
   if (!terminal && blocked_evictions_.count(StrCat(route.ns, "/", route.name)) > 0) {
     Json details = Details(&r, route.name);
-    details["causes"] = Json::array(
-        {{{"reason", "DisruptionBudget"},
-          {"message", "The disruption budget fake-pdb needs 1 healthy pods and has 1 currently"}}});
+    details["causes"] = Json::array({{{"reason", "DisruptionBudget"},
+                                      {"message",
+                                       "The disruption budget fake-pdb needs 1 "
+                                       "healthy pods and has 1 currently"}}});
     return Error(429, "Cannot evict pod as it would violate the pod's disruption budget.",
                  std::move(details));
   }
@@ -1776,7 +1843,7 @@ FakeApiServer::Reply FakeApiServer::ServeEviction(const Route& route, const std:
   return {201, SuccessStatus(201), -1};
 }
 
-// ---- test-facing state -----------------------------------------------------------------------
+// ---- test-facing state --------------------------------------------------------------------------
 
 void FakeApiServer::SetToken(std::string token) {
   std::lock_guard<std::mutex> lk(mu_);
@@ -1791,7 +1858,8 @@ std::string FakeApiServer::token() const {
 absl::StatusOr<Json> FakeApiServer::Create(const std::string& resource, const std::string& ns,
                                            Json object) {
   const ResourceInfo* r = FindResource(resource);
-  if (r == nullptr) return absl::InvalidArgumentError(StrCat("unknown resource \"", resource, "\""));
+  if (r == nullptr)
+    return absl::InvalidArgumentError(StrCat("unknown resource \"", resource, "\""));
   std::lock_guard<std::mutex> lk(mu_);
   return CreateLocked(*r, ns, std::move(object));
 }
@@ -1799,7 +1867,8 @@ absl::StatusOr<Json> FakeApiServer::Create(const std::string& resource, const st
 absl::StatusOr<Json> FakeApiServer::Update(const std::string& resource, const std::string& ns,
                                            Json object) {
   const ResourceInfo* r = FindResource(resource);
-  if (r == nullptr) return absl::InvalidArgumentError(StrCat("unknown resource \"", resource, "\""));
+  if (r == nullptr)
+    return absl::InvalidArgumentError(StrCat("unknown resource \"", resource, "\""));
   std::lock_guard<std::mutex> lk(mu_);
   return UpdateLocked(*r, ns, std::move(object));
 }
@@ -1807,7 +1876,8 @@ absl::StatusOr<Json> FakeApiServer::Update(const std::string& resource, const st
 absl::StatusOr<Json> FakeApiServer::Apply(const std::string& resource, const std::string& ns,
                                           Json object) {
   const ResourceInfo* r = FindResource(resource);
-  if (r == nullptr) return absl::InvalidArgumentError(StrCat("unknown resource \"", resource, "\""));
+  if (r == nullptr)
+    return absl::InvalidArgumentError(StrCat("unknown resource \"", resource, "\""));
   std::lock_guard<std::mutex> lk(mu_);
   const std::string namespace_name = ns.empty() ? MetaStr(object, "namespace") : ns;
   const std::string key = ObjectKey(*r, namespace_name, MetaStr(object, "name"));
@@ -1818,7 +1888,8 @@ absl::StatusOr<Json> FakeApiServer::Apply(const std::string& resource, const std
 absl::StatusOr<Json> FakeApiServer::Delete(const std::string& resource, const std::string& ns,
                                            const std::string& name) {
   const ResourceInfo* r = FindResource(resource);
-  if (r == nullptr) return absl::InvalidArgumentError(StrCat("unknown resource \"", resource, "\""));
+  if (r == nullptr)
+    return absl::InvalidArgumentError(StrCat("unknown resource \"", resource, "\""));
   std::lock_guard<std::mutex> lk(mu_);
   auto& objects = store_[r->key];
   auto it = objects.find(ObjectKey(*r, ns, name));
@@ -1918,7 +1989,8 @@ void FakeApiServer::ClearFailures() {
   failures_.clear();
 }
 
-void FakeApiServer::SetEvictionBlocked(const std::string& ns, const std::string& name, bool blocked) {
+void FakeApiServer::SetEvictionBlocked(const std::string& ns, const std::string& name,
+                                       bool blocked) {
   std::lock_guard<std::mutex> lk(mu_);
   if (blocked) {
     blocked_evictions_.insert(StrCat(ns, "/", name));

@@ -1,15 +1,14 @@
 #pragma once
 
-// An in-process fake of kube-apiserver for the tests of berth's Kubernetes mode. It speaks the
-// real REST protocol over HTTPS on 127.0.0.1 (an ephemeral port): bearer-token or client
-// certificate authentication, lists with limit/continue pagination on a consistent snapshot,
-// chunked watch streams (history replay from a resourceVersion, bookmarks, 410 Expired after
-// compaction, field selectors with objects entering and leaving them), the pods/binding,
-// pods/eviction and pods/status subresources, merge and JSON patches, Leases with optimistic
-// concurrency, Events, and every error as a `Status` object. Tests drive its state directly
-// (Create/Update/Delete emit watch events like real writes), inject failures (status codes with
-// Retry-After, dropped or failed watches, a restart on the same port) and read back every request
-// it served.
+// An in-process fake of kube-apiserver for the tests of berth's Kubernetes mode. It speaks the real
+// REST protocol over HTTPS on 127.0.0.1 (an ephemeral port): bearer-token or client certificate
+// authentication, lists with limit/continue pagination on a consistent snapshot, chunked watch
+// streams (history replay from a resourceVersion, bookmarks, 410 Expired after compaction, field
+// selectors with objects entering and leaving them), the pods/binding, pods/eviction and
+// pods/status subresources, merge and JSON patches, Leases with optimistic concurrency, Events, and
+// every error as a `Status` object. Tests drive its state directly (Create/Update/Delete emit watch
+// events like real writes), inject failures (status codes with Retry-After, dropped or failed
+// watches, a restart on the same port) and read back every request it served.
 //
 // Resources, by the names the methods below take:
 //   "nodes"            /api/v1/nodes                                        (cluster-scoped)
@@ -25,14 +24,14 @@
 // (/api, /api/v1, /apis, /apis/{group}[/{version}]) lists what is installed.
 //
 // Deliberate simplifications (what a test cannot observe here but could on a real cluster):
-// - Deletes are immediate (no graceful termination, no finalizers): a DELETE or an eviction
-//   removes the pod at once with a DELETED event.
+// - Deletes are immediate (no graceful termination, no finalizers): a DELETE or an eviction removes
+//   the pod at once with a DELETED event.
 // - A list always reads the current state: `resourceVersion`/`resourceVersionMatch` on a list are
 //   ignored. A watch from a resourceVersion newer than the current one starts from there.
 // - Strategic merge patches are applied as JSON merge patches (maps merge, lists are replaced).
 // - Label selectors support =, ==, !=, in, notin, exists and !exists.
-// - Unauthenticated requests answer 401 (a cluster with anonymous authentication off); there is
-//   no authorization (every authenticated identity may do everything).
+// - Unauthenticated requests answer 401 (a cluster with anonymous authentication off); there is no
+//   authorization (every authenticated identity may do everything).
 // - Only responses of 128 KiB or more are compressed, with gzip, and never watch streams, as
 //   kube-apiserver does.
 
@@ -74,8 +73,8 @@ struct FakeApiServerOptions {
   bool require_client_cert = false;
   /// The accepted bearer token (SetToken changes it at runtime).
   std::string token = "test-token";
-  /// A watch from a compacted resourceVersion answers an HTTP 410 Status instead of the default
-  /// 200 with a single ERROR event (code 410, reason Expired).
+  /// A watch from a compacted resourceVersion answers an HTTP 410 Status instead of the default 200
+  /// with a single ERROR event (code 410, reason Expired).
   bool watch_410_as_http_status = false;
   /// Watches that asked for bookmarks get one this often; 0: only on SendBookmarks().
   int64_t bookmark_interval_ms = 0;
@@ -109,8 +108,9 @@ struct RecordedCall {
 
 /// A failure InjectFailure makes the server answer instead of serving the request.
 struct InjectedFailure {
-  std::string method;       ///< "" matches any method
-  std::string path_prefix;  ///< matched against the path without the query; "" matches any
+  std::string method;  ///< "" matches any method
+  /// Matched against the path without the query; "" matches any.
+  std::string path_prefix;
   int code = 500;
   int retry_after_seconds = -1;  ///< >= 0: a `Retry-After` header with this value
   int times = 1;                 ///< how many requests fail; < 0: until ClearFailures()
@@ -128,15 +128,15 @@ class FakeApiServer {
   FakeApiServer(const FakeApiServer&) = delete;
   FakeApiServer& operator=(const FakeApiServer&) = delete;
 
-  // ---- lifecycle -------------------------------------------------------------------------------
+  // ---- lifecycle --------------------------------------------------------------------------------
 
   /// The result of the constructor's Start().
   const absl::Status& start_status() const { return start_status_; }
   /// Serves again after Stop(), on the same port, with the state (objects, resourceVersion,
   /// history) kept, as an API server comes back after a restart. OK if already running.
   absl::Status Start();
-  /// The server goes away: the listener closes (connections are refused), every connection is
-  /// cut and open watches end without their terminating chunk. Returns promptly.
+  /// The server goes away: the listener closes (connections are refused), every connection is cut
+  /// and open watches end without their terminating chunk. Returns promptly.
   void Stop();
   bool running() const;
   int port() const { return port_; }
@@ -144,21 +144,22 @@ class FakeApiServer {
   std::string url() const;
   /// The certificates served (CA, client certificate and key for clients).
   const TlsMaterial& tls() const { return *tls_; }
-  /// A kubeconfig (YAML) for this server with the CA inlined, authenticating with the bearer
-  /// token or, if `client_cert`, with the client certificate and key inlined.
+  /// A kubeconfig (YAML) for this server with the CA inlined, authenticating with the bearer token
+  /// or, if `client_cert`, with the client certificate and key inlined.
   std::string Kubeconfig(bool client_cert = false) const;
 
-  // ---- authentication --------------------------------------------------------------------------
+  // ---- authentication ---------------------------------------------------------------------------
 
   /// Replaces the accepted bearer token (as when a service-account token rotates).
   void SetToken(std::string token);
   std::string token() const;
 
-  // ---- objects (as real writes: each bumps the resourceVersion and emits a watch event) -------
+  // ---- objects (as real writes: each bumps the resourceVersion and emits a ----------------------
+  // watch event) -------
 
   /// Adds an object. Fills metadata.uid and metadata.creationTimestamp when absent and the
-  /// namespace from `ns` for namespaced resources. Returns the stored object. Errors:
-  /// unknown resource, missing name, already exists.
+  /// namespace from `ns` for namespaced resources. Returns the stored object. Errors: unknown
+  /// resource, missing name, already exists.
   absl::StatusOr<Json> Create(const std::string& resource, const std::string& ns, Json object);
   /// Replaces an existing object (MODIFIED event), keeping uid and creationTimestamp when the new
   /// one has none. Always writes, even when nothing changed.
@@ -177,10 +178,10 @@ class FakeApiServer {
   /// The current resourceVersion (the last write's).
   int64_t current_rv() const;
 
-  // ---- lists and watches -----------------------------------------------------------------------
+  // ---- lists and watches ------------------------------------------------------------------------
 
-  /// Drops the watch history up to now: a watch from an older resourceVersion gets 410 Expired,
-  /// and so does an open watch that has not delivered it all yet.
+  /// Drops the watch history up to now: a watch from an older resourceVersion gets 410 Expired, and
+  /// so does an open watch that has not delivered it all yet.
   void CompactHistory();
   /// Outstanding continue tokens answer 410 Expired, as after kube-apiserver's ~5 minutes.
   void ExpireContinueTokens();
@@ -196,11 +197,11 @@ class FakeApiServer {
   /// Open watch streams, of one resource or ("") of all.
   int open_watches(const std::string& resource = "") const;
 
-  // ---- failure injection -----------------------------------------------------------------------
+  // ---- failure injection ------------------------------------------------------------------------
 
   /// The next `failure.times` requests that match answer `failure.code` with a Status (after
-  /// authentication, as kube-apiserver's priority and fairness does). Failures are matched in
-  /// the order they were injected.
+  /// authentication, as kube-apiserver's priority and fairness does). Failures are matched in the
+  /// order they were injected.
   void InjectFailure(InjectedFailure failure);
   void ClearFailures();
   /// While blocked, an eviction of the pod answers 429 as a PodDisruptionBudget would (pods that
@@ -210,7 +211,7 @@ class FakeApiServer {
   /// Open watches of it end.
   void SetInstalled(const std::string& resource, bool installed);
 
-  // ---- what clients did ------------------------------------------------------------------------
+  // ---- what clients did -------------------------------------------------------------------------
 
   std::vector<RecordedCall> calls() const;
   void ClearCalls();
@@ -229,6 +230,7 @@ class FakeApiServer {
   /// The resource names the methods above take.
   static std::vector<std::string> ResourceNames();
 
+  // Implementation types, defined in fake_apiserver.cc (public only so its helpers can name them).
   struct ResourceInfo;
   struct Watcher;
   struct Route;
@@ -246,7 +248,7 @@ class FakeApiServer {
     std::shared_ptr<const std::vector<Json>> items;  // the snapshot, without kind/apiVersion
     size_t offset = 0;
     int64_t rv = 0;
-    std::string scope;  // resource, namespace and selectors it was issued for
+    std::string scope;  // the resource and namespace it was issued for
   };
 
   void Install(httplib::Server& server);

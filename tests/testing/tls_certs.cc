@@ -98,7 +98,8 @@ CertPtr NewCert(const CertSpec& spec, EVP_PKEY* key, X509* issuer, EVP_PKEY* iss
   for (const Extension& ext : spec.extensions) {
     X509_EXTENSION* e = X509V3_EXT_nconf_nid(nullptr, &ctx, ext.nid, ext.value);
     if (e == nullptr) {
-      *error = OpenSslError(StrCat("building extension ", OBJ_nid2sn(ext.nid), "=", ext.value).c_str());
+      *error =
+          OpenSslError(StrCat("building extension ", OBJ_nid2sn(ext.nid), "=", ext.value).c_str());
       return {nullptr, &X509_free};
     }
     const int added = X509_add_ext(cert.get(), e, -1);
@@ -173,33 +174,30 @@ TlsMaterial Generate() {
 
   // The subject key identifier goes first: the authority key identifier of a self-signed
   // certificate is read from it.
-  const CertSpec ca_spec{
-      {{"CN", "berth-test-ca"}, {"O", "berth"}},
-      {{NID_basic_constraints, "critical,CA:TRUE"},
-       {NID_key_usage, "critical,keyCertSign,cRLSign,digitalSignature"},
-       {NID_subject_key_identifier, "hash"},
-       {NID_authority_key_identifier, "keyid:always"}}};
+  const CertSpec ca_spec{{{"CN", "berth-test-ca"}, {"O", "berth"}},
+                         {{NID_basic_constraints, "critical,CA:TRUE"},
+                          {NID_key_usage, "critical,keyCertSign,cRLSign,digitalSignature"},
+                          {NID_subject_key_identifier, "hash"},
+                          {NID_authority_key_identifier, "keyid:always"}}};
   CertPtr ca = NewCert(ca_spec, ca_key.get(), nullptr, ca_key.get(), &err);
   if (!ca) return m;
 
-  const CertSpec server_spec{
-      {{"CN", "berth-test-apiserver"}},
-      {{NID_basic_constraints, "critical,CA:FALSE"},
-       {NID_key_usage, "critical,digitalSignature,keyEncipherment"},
-       {NID_ext_key_usage, "serverAuth"},
-       {NID_subject_key_identifier, "hash"},
-       {NID_authority_key_identifier, "keyid:always"},
-       {NID_subject_alt_name, "IP:127.0.0.1,IP:::1,DNS:localhost"}}};
+  const CertSpec server_spec{{{"CN", "berth-test-apiserver"}},
+                             {{NID_basic_constraints, "critical,CA:FALSE"},
+                              {NID_key_usage, "critical,digitalSignature,keyEncipherment"},
+                              {NID_ext_key_usage, "serverAuth"},
+                              {NID_subject_key_identifier, "hash"},
+                              {NID_authority_key_identifier, "keyid:always"},
+                              {NID_subject_alt_name, "IP:127.0.0.1,IP:::1,DNS:localhost"}}};
   CertPtr server = NewCert(server_spec, server_key.get(), ca.get(), ca_key.get(), &err);
   if (!server) return m;
 
-  const CertSpec client_spec{
-      {{"CN", "berth-client"}, {"O", "berth"}},
-      {{NID_basic_constraints, "critical,CA:FALSE"},
-       {NID_key_usage, "critical,digitalSignature"},
-       {NID_ext_key_usage, "clientAuth"},
-       {NID_subject_key_identifier, "hash"},
-       {NID_authority_key_identifier, "keyid:always"}}};
+  const CertSpec client_spec{{{"CN", "berth-client"}, {"O", "berth"}},
+                             {{NID_basic_constraints, "critical,CA:FALSE"},
+                              {NID_key_usage, "critical,digitalSignature"},
+                              {NID_ext_key_usage, "clientAuth"},
+                              {NID_subject_key_identifier, "hash"},
+                              {NID_authority_key_identifier, "keyid:always"}}};
   CertPtr client = NewCert(client_spec, client_key.get(), ca.get(), ca_key.get(), &err);
   if (!client) return m;
 

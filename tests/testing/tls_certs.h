@@ -1,15 +1,15 @@
 #pragma once
 
-// TLS material for tests that talk HTTPS to an in-process server (the fake API server): a CA,
-// a server certificate for the loopback addresses and a client certificate, generated in process
-// with OpenSSL (no `openssl` binary, nothing checked in that could expire).
+// TLS material for tests that talk HTTPS to an in-process server (the fake API server): a CA, a
+// server certificate for the loopback addresses and a client certificate, generated in process with
+// OpenSSL (no `openssl` binary, nothing checked in that could expire).
 
 #include <string>
 
 namespace berth::testing {
 
-/// One CA and the certificates it signed, as files in `dir` and, for what a client needs, as
-/// PEM text. All keys are EC P-256, unencrypted PKCS#8 PEM.
+/// One CA and the certificates it signed, as files in `dir` and, for what a client needs, as PEM
+/// text. All keys are EC P-256, unencrypted PKCS#8 PEM.
 struct TlsMaterial {
   std::string dir;               ///< the temporary directory holding the files
   std::string ca_cert_file;      ///< self-signed CA (basicConstraints CA:TRUE)

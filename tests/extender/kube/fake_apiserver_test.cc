@@ -1,7 +1,7 @@
-// Self-tests of the fake API server (tests/testing/fake_apiserver.h): driven by cpp-httplib's
-// own HTTPS client, with server verification on, they pin the protocol behaviour berth's
-// Kubernetes client is tested against (authentication, pagination, watch streams and their
-// failure modes, the pod subresources, patches, Leases, injected failures, restarts).
+// Self-tests of the fake API server (tests/testing/fake_apiserver.h): driven by cpp-httplib's own
+// HTTPS client, with server verification on, they pin the protocol behaviour berth's Kubernetes
+// client is tested against (authentication, pagination, watch streams and their failure modes, the
+// pod subresources, patches, Leases, injected failures, restarts).
 
 #include "tests/testing/fake_apiserver.h"
 
@@ -81,8 +81,7 @@ std::vector<std::string> Names(const Json& items) {
 // A watch request on its own connection and thread, collecting the events it receives.
 class WatchStream {
  public:
-  WatchStream(const FakeApiServer& server, const std::string& path,
-              httplib::Headers headers = {})
+  WatchStream(const FakeApiServer& server, const std::string& path, httplib::Headers headers = {})
       : client_(Client(server)) {
     client_->set_default_headers(std::move(headers));
     thread_ = std::thread([this, path] {
@@ -175,7 +174,8 @@ bool WaitWatches(FakeApiServer& server, int n, const std::string& resource = "")
   return server.WaitFor([&](FakeApiServer& s) { return s.open_watches(resource) == n; });
 }
 
-TEST_CASE("fake apiserver: TLS verifies with its CA and fails with another CA", "[fake-apiserver]") {
+TEST_CASE("fake apiserver: TLS verifies with its CA and fails with another CA",
+          "[fake-apiserver]") {
   FakeApiServer server;
   REQUIRE(server.start_status().ok());
   REQUIRE(server.port() > 0);
@@ -256,11 +256,14 @@ TEST_CASE("fake apiserver: client certificates authenticate when required", "[fa
   CHECK(kubeconfig.find("client-key-data: ") != std::string::npos);
 }
 
-TEST_CASE("fake apiserver: lists paginate on one snapshot; expired continue tokens get 410",
-          "[fake-apiserver]") {
+TEST_CASE(
+    "fake apiserver: lists paginate on one snapshot; expired continue "
+    "tokens get 410",
+    "[fake-apiserver]") {
   FakeApiServer server;
   REQUIRE(server.start_status().ok());
-  for (const char* name : {"p1", "p2", "p3"}) REQUIRE(server.Create("pods", "a", Pod(name, "a")).ok());
+  for (const char* name : {"p1", "p2", "p3"})
+    REQUIRE(server.Create("pods", "a", Pod(name, "a")).ok());
   for (const char* name : {"q1", "q2"}) REQUIRE(server.Create("pods", "b", Pod(name, "b")).ok());
   auto client = Client(server);
 
@@ -296,14 +299,17 @@ TEST_CASE("fake apiserver: lists paginate on one snapshot; expired continue toke
   Json again = Body(client->Get("/api/v1/pods?limit=1"));
   const std::string token = again["metadata"]["continue"];
   server.ExpireContinueTokens();
-  Json expired = RequireStatus(client->Get("/api/v1/pods?limit=1&continue=" + token), 410, "Expired");
+  Json expired =
+      RequireStatus(client->Get("/api/v1/pods?limit=1&continue=" + token), 410, "Expired");
   CHECK(expired["message"].get<std::string>().find("continue parameter is too old") !=
         std::string::npos);
   RequireStatus(client->Get("/api/v1/pods?limit=1&continue=garbage"), 400, "BadRequest");
 }
 
-TEST_CASE("fake apiserver: watch replays history from a resourceVersion, then streams live",
-          "[fake-apiserver]") {
+TEST_CASE(
+    "fake apiserver: watch replays history from a resourceVersion, then "
+    "streams live",
+    "[fake-apiserver]") {
   FakeApiServer server;
   REQUIRE(server.start_status().ok());
   REQUIRE(server.Create("pods", "ml", Pod("a", "ml")).ok());
@@ -417,8 +423,8 @@ TEST_CASE("fake apiserver: a watch from a compacted resourceVersion gets 410 Exp
                                  std::to_string(server.current_rv()) + ")");
 
   // From the compaction point on, a watch works.
-  WatchStream current(server, "/api/v1/pods?watch=1&resourceVersion=" +
-                                  std::to_string(server.current_rv()));
+  WatchStream current(
+      server, "/api/v1/pods?watch=1&resourceVersion=" + std::to_string(server.current_rv()));
   REQUIRE(WaitWatches(server, 1));
   server.EndWatches();
   REQUIRE(current.WaitDone());
@@ -505,7 +511,8 @@ TEST_CASE("fake apiserver: plain HTTP mode serves the same protocol", "[fake-api
   // A watch whose client leaves is noticed without an event to write.
   auto watcher = std::make_unique<httplib::Client>("127.0.0.1", server.port());
   watcher->set_bearer_token_auth(kToken);
-  std::thread t([&] { watcher->Get("/api/v1/nodes?watch=1", [](const char*, size_t) { return true; }); });
+  std::thread t(
+      [&] { watcher->Get("/api/v1/nodes?watch=1", [](const char*, size_t) { return true; }); });
   REQUIRE(WaitWatches(server, 1));
   watcher->stop();
   t.join();
@@ -533,8 +540,11 @@ TEST_CASE("fake apiserver: pods/binding binds once", "[fake-apiserver]") {
   auto res = client->Post(path, binding.dump(), "application/json");
   Json ok = Body(res);
   CHECK(res->status == 201);
-  CHECK(ok == Json({{"kind", "Status"}, {"apiVersion", "v1"}, {"metadata", Json::object()},
-                    {"status", "Success"}, {"code", 201}}));
+  CHECK(ok == Json({{"kind", "Status"},
+                    {"apiVersion", "v1"},
+                    {"metadata", Json::object()},
+                    {"status", "Success"},
+                    {"code", 201}}));
   auto pod = server.Get("pods", "ml", "train-0");
   REQUIRE(pod);
   CHECK((*pod)["spec"]["nodeName"] == "gpu-a");
@@ -543,9 +553,10 @@ TEST_CASE("fake apiserver: pods/binding binds once", "[fake-apiserver]") {
   CHECK((*pod)["status"]["conditions"][0]["status"] == "True");
 
   binding["target"]["name"] = "gpu-b";
-  Json again = RequireStatus(client->Post(path, binding.dump(), "application/json"), 409, "Conflict");
-  CHECK(again["message"].get<std::string>().find("pod train-0 is already assigned to node \"gpu-a\"") !=
-        std::string::npos);
+  Json again =
+      RequireStatus(client->Post(path, binding.dump(), "application/json"), 409, "Conflict");
+  CHECK(again["message"].get<std::string>().find(
+            "pod train-0 is already assigned to node \"gpu-a\"") != std::string::npos);
   CHECK(again["details"]["kind"] == "pods/binding");
 
   Json stranger = binding;
@@ -563,14 +574,17 @@ TEST_CASE("fake apiserver: pods/binding binds once", "[fake-apiserver]") {
   Json no_target = b1;
   no_target["target"].erase("name");
   RequireStatus(client->Post(path1, no_target.dump(), "application/json"), 422, "Invalid");
-  RequireStatus(client->Post(path1, b1.dump(), "application/json"), 409, "Conflict");  // uid
+  RequireStatus(client->Post(path1, b1.dump(), "application/json"), 409,
+                "Conflict");  // uid
 
   CHECK(server.bindings().size() == 1);
   CHECK(server.bindings()[0]["target"]["name"] == "gpu-a");
 }
 
-TEST_CASE("fake apiserver: pods/eviction deletes unless a disruption budget blocks it",
-          "[fake-apiserver]") {
+TEST_CASE(
+    "fake apiserver: pods/eviction deletes unless a disruption budget "
+    "blocks it",
+    "[fake-apiserver]") {
   FakeApiServer server;
   REQUIRE(server.start_status().ok());
   REQUIRE(server.Create("pods", "ml", Pod("victim", "ml", "n1", "Running")).ok());
@@ -581,8 +595,8 @@ TEST_CASE("fake apiserver: pods/eviction deletes unless a disruption budget bloc
                          {"metadata", {{"name", "victim"}, {"namespace", "ml"}}}};
 
   server.SetEvictionBlocked("ml", "victim", true);
-  Json blocked =
-      RequireStatus(client->Post(path, eviction.dump(), "application/json"), 429, "TooManyRequests");
+  Json blocked = RequireStatus(client->Post(path, eviction.dump(), "application/json"), 429,
+                               "TooManyRequests");
   CHECK(blocked["message"] == "Cannot evict pod as it would violate the pod's disruption budget.");
   CHECK(server.Get("pods", "ml", "victim"));
 
@@ -609,7 +623,8 @@ TEST_CASE("fake apiserver: merge patches apply; other content types get 415", "[
   const int64_t before = server.current_rv();
   auto client = Client(server);
   const std::string path = "/api/v1/namespaces/ml/pods/a";
-  const Json patch = {{"metadata", {{"annotations", {{"berth.io/queue", "q1"}, {"stale", nullptr}}}}}};
+  const Json patch = {
+      {"metadata", {{"annotations", {{"berth.io/queue", "q1"}, {"stale", nullptr}}}}}};
 
   auto res = client->Patch(path, patch.dump(), "application/merge-patch+json");
   Json patched = Body(res);
@@ -624,13 +639,14 @@ TEST_CASE("fake apiserver: merge patches apply; other content types get 415", "[
 
   Json s = RequireStatus(client->Patch(path, patch.dump(), "application/json"), 415,
                          "UnsupportedMediaType");
-  const Json stale = {{"metadata", {{"resourceVersion", std::to_string(before)},
-                                    {"labels", {{"x", "y"}}}}}};
+  const Json stale = {
+      {"metadata", {{"resourceVersion", std::to_string(before)}, {"labels", {{"x", "y"}}}}}};
   RequireStatus(client->Patch(path, stale.dump(), "application/merge-patch+json"), 409, "Conflict");
   CHECK(server.patches().size() == 2);
 }
 
-TEST_CASE("fake apiserver: leases are created once and updated optimistically", "[fake-apiserver]") {
+TEST_CASE("fake apiserver: leases are created once and updated optimistically",
+          "[fake-apiserver]") {
   FakeApiServer server;
   REQUIRE(server.start_status().ok());
   auto client = Client(server);
@@ -658,10 +674,13 @@ TEST_CASE("fake apiserver: leases are created once and updated optimistically", 
   CHECK(after["metadata"]["resourceVersion"] != stored["metadata"]["resourceVersion"]);
 
   renew["spec"]["holderIdentity"] = "replica-b";  // still carries the old resourceVersion
-  Json conflict = RequireStatus(client->Put(path, renew.dump(), "application/json"), 409, "Conflict");
+  Json conflict =
+      RequireStatus(client->Put(path, renew.dump(), "application/json"), 409, "Conflict");
   CHECK(conflict["message"] ==
-        "Operation cannot be fulfilled on leases.coordination.k8s.io \"berth\": the object has "
-        "been modified; please apply your changes to the latest version and try again");
+        "Operation cannot be fulfilled on leases.coordination.k8s.io "
+        "\"berth\": the object has "
+        "been modified; please apply your changes to the latest version and "
+        "try again");
   renew["metadata"].erase("resourceVersion");
   RequireStatus(client->Put(path, renew.dump(), "application/json"), 422, "Invalid");
   CHECK((*server.Get("leases", "kube-system", "berth"))["spec"]["holderIdentity"] == "replica-a");
@@ -681,8 +700,9 @@ TEST_CASE("fake apiserver: injected failures answer their code with Retry-After"
   auto client = Client(server);
 
   CHECK(client->Get("/api/v1/pods")->status == 200);  // another path
-  CHECK(client->Post("/api/v1/nodes", R"({"metadata":{"name":"n1"}})", "application/json")->status ==
-        201);  // another method
+  CHECK(client->Post("/api/v1/nodes", R"({"metadata":{"name":"n1"}})",
+                     "application/json")
+            ->status == 201);  // another method
   for (int i = 0; i < 2; ++i) {
     auto res = client->Get("/api/v1/nodes");
     RequireStatus(res, 429, "TooManyRequests");
@@ -751,23 +771,29 @@ TEST_CASE("fake apiserver: field selectors filter lists and watches", "[fake-api
         std::vector<std::string>{"pending", "running"});
   CHECK(Names(Body(client->Get("/api/v1/pods?fieldSelector=spec.nodeName%3D"))["items"]) ==
         std::vector<std::string>{"pending"});
-  CHECK(Names(Body(client->Get(
-            "/api/v1/pods?fieldSelector=spec.nodeName%3D%3Dn1%2Cspec.schedulerName%3Dberth-scheduler"))
-                  ["items"]) == std::vector<std::string>{"done", "running"});
-  Json bad = RequireStatus(client->Get("/api/v1/pods?fieldSelector=spec.foo%3Dx"), 400, "BadRequest");
+  CHECK(Names(Body(client->Get("/api/v1/"
+                               "pods?fieldSelector=spec.nodeName%3D%3Dn1%2Cspec."
+                               "schedulerName%3Dberth-scheduler"))["items"]) ==
+        std::vector<std::string>{"done", "running"});
+  Json bad =
+      RequireStatus(client->Get("/api/v1/pods?fieldSelector=spec.foo%3Dx"), 400, "BadRequest");
   CHECK(bad["message"] == "field label not supported: spec.foo");
 
   REQUIRE(server.Create("nodes", "", {{"metadata", {{"name", "n1"}}}}).ok());
-  REQUIRE(server.Create("nodes", "", {{"metadata", {{"name", "n2"}}}, {"spec", {{"unschedulable", true}}}}).ok());
-  CHECK(Names(Body(client->Get("/api/v1/nodes?fieldSelector=spec.unschedulable%3Dfalse"))["items"]) ==
-        std::vector<std::string>{"n1"});
+  REQUIRE(server
+              .Create("nodes", "",
+                      {{"metadata", {{"name", "n2"}}}, {"spec", {{"unschedulable", true}}}})
+              .ok());
+  CHECK(
+      Names(Body(client->Get("/api/v1/nodes?fieldSelector=spec.unschedulable%3Dfalse"))["items"]) ==
+      std::vector<std::string>{"n1"});
 
   WatchStream watch(server, "/api/v1/pods?watch=1&fieldSelector=" + active +
                                 "&resourceVersion=" + std::to_string(server.current_rv()));
   REQUIRE(WaitWatches(server, 1, "pods"));
   REQUIRE(server.Update("pods", "ml", Pod("running", "ml", "n1", "Succeeded")).ok());  // leaves
   REQUIRE(server.Update("pods", "ml", Pod("failed", "ml", "n2", "Running")).ok());     // enters
-  REQUIRE(server.Update("pods", "ml", Pod("done", "ml", "n1", "Failed")).ok());         // never in
+  REQUIRE(server.Update("pods", "ml", Pod("done", "ml", "n1", "Failed")).ok());        // never in
   REQUIRE(server.Update("pods", "ml", Pod("pending", "ml", "n3", "Pending")).ok());    // stays
   auto events = watch.WaitEvents(3);
   REQUIRE(events.size() == 3);
@@ -807,9 +833,11 @@ TEST_CASE("fake apiserver: calls record the RBAC verb, resource and subresource"
                "application/json");
   client->Patch(pods + "/a/status", R"({"status":{"nominatedNodeName":"n1"}})",
                 "application/merge-patch+json");
-  client->Post(pods + "/b/eviction", R"({"apiVersion":"policy/v1","kind":"Eviction","metadata":{"name":"b"}})",
+  client->Post(pods + "/b/eviction",
+               R"({"apiVersion":"policy/v1","kind":"Eviction","metadata":{"name":"b"}})",
                "application/json");
-  auto created_event = client->Post("/api/v1/namespaces/ml/events", event.dump(), "application/json");
+  auto created_event =
+      client->Post("/api/v1/namespaces/ml/events", event.dump(), "application/json");
   client->Post("/apis/events.k8s.io/v1/namespaces/ml/events", new_event.dump(), "application/json");
   client->Put("/apis/coordination.k8s.io/v1/namespaces/ml/leases/x", "{}", "application/json");
   client->Delete(pods + "/a");

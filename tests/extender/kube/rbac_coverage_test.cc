@@ -31,6 +31,13 @@ TEST_CASE("RBAC in manifests/ covers every API call berth makes, and nothing mor
     berth.Start();
     REQUIRE(berth.WaitReady());
     REQUIRE(berth.WaitFor([&] { return berth.runtime().elector()->IsLeader(); }));
+    // Every collection is watched once its list is in (the watch opens just after).
+    REQUIRE(api.WaitFor([](FakeApiServer& s) {
+      for (const char* r : {"nodes", "pods", "podgroups", "pools", "queues", "priorityclasses"}) {
+        if (s.open_watches(r) < 1) return false;
+      }
+      return true;
+    }));
     // Renewals (update) after the creation.
     REQUIRE(api.WaitFor([&](FakeApiServer& s) {
       return s.CountCalls("PUT", "/apis/coordination.k8s.io/v1/namespaces/" + policy.ns) >= 2;
