@@ -827,6 +827,27 @@ TEST_CASE("http: 8 threads x 200 mixed requests all succeed and leave a consiste
   }
 }
 
+TEST_CASE("http: a read-only server (--ops-listen) serves GET endpoints and refuses every POST") {
+  ServedHarness s(HttpServerOptions{.read_only = true});
+  RawClient c(s.port());
+  CHECK(MustRequest(c, "GET", "/healthz").status == 200);
+  CHECK(MustRequest(c, "GET", "/readyz").status == 200);
+  CHECK(MustRequest(c, "GET", "/debug/nodes?format=text").status == 200);
+  const uint64_t before = s.generation();
+  const RawResponse bind = MustRequest(c, "POST", "/bind", BindArgs(MakePod("p"), "n1").dump());
+  CHECK(bind.status == 403);
+  CHECK(Json::parse(bind.body)["Error"].get<std::string>().find("--ops-listen") != std::string::npos);
+  const RawResponse filter =
+      MustRequest(c, "POST", "/scheduler/filter", ArgsNames(SmallPod("p"), {"n1"}).dump());
+  CHECK(filter.status == 403);
+  const RawResponse events =
+      MustRequest(c, "POST", "/v1/events", Event("ADDED", MakeNode("n9").Cpu("1").Obj()).dump());
+  CHECK(events.status == 403);
+  CHECK(Json::parse(events.body).contains("error"));
+  CHECK(s.generation() == before);
+  CHECK(s.node_count() == 4);
+}
+
 // ---- lifecycle ----------------------------------------------------------------------------------
 
 TEST_CASE("http: Stop returns promptly, also with an idle kept-alive connection, and is idempotent") {

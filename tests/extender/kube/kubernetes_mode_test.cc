@@ -15,7 +15,6 @@ namespace {
 
 using extender::kube::ClientConfig;
 using extender::kube::KubeClient;
-using extender::kube::KubernetesOptions;
 
 void Seed(FakeApiServer& api) {
   REQUIRE(api.Create("nodes", "", MakeNode("n1").Cpu("4").Memory("16Gi").Pods(110).Obj()).ok());
@@ -214,9 +213,7 @@ TEST_CASE("kubernetes mode: bind creates pods/binding; failures forget the place
           "[kubernetes]") {
   FakeApiServer api;
   Seed(api);
-  KubernetesOptions options = FastOptions();
-  options.leader_election.enabled = false;
-  KubeBerth berth(api, options);
+  KubeBerth berth(api);  // leader election off: this replica binds and evicts
   berth.Start();
   REQUIRE(berth.WaitReady());
   const std::string uid = UidOf(api, "ml", "train-0");
@@ -272,9 +269,7 @@ TEST_CASE("kubernetes mode: bind creates pods/binding; failures forget the place
 TEST_CASE("kubernetes mode: evictions, events and annotation patches", "[kubernetes]") {
   FakeApiServer api;
   Seed(api);
-  KubernetesOptions options = FastOptions();
-  options.leader_election.enabled = false;
-  KubeBerth berth(api, options);
+  KubeBerth berth(api);  // leader election off: this replica binds and evicts
   berth.Start();
   REQUIRE(berth.WaitReady());
   auto& writer = berth.runtime().writer();
