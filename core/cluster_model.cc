@@ -238,6 +238,7 @@ void ClusterModel::ApplyKind(const ModelEvent& event, ApplyStats* stats) {
 void ClusterModel::UpsertNode(Node node, ApplyStats* stats) {
   const NodeSlot slot = NodeSlotFor(node.name);
   NodeState& n = nodes_[slot];
+  if (!n.present || !(n.node.labels == node.labels)) node_labels_generation_ = generation_;
   if (!n.present) ++present_nodes_;
   n.present = true;
   n.node = std::move(node);
@@ -252,6 +253,7 @@ void ClusterModel::DeleteNode(const std::string& name, ApplyStats* stats) {
   NodeState& n = nodes_[slot];
   n.present = false;
   --present_nodes_;
+  node_labels_generation_ = generation_;
   // Bound pods keep their usage in the slot: Kubernetes deletes them separately, and a node
   // that comes back (same name) must see them.
   n.node = Node{.name = n.node.name};

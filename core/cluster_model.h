@@ -127,6 +127,9 @@ class ClusterState {
   /// Live pods, in slot order.
   void ForEachPod(const std::function<void(PodSlot, const PodState&)>& fn) const;
   size_t node_count() const { return present_nodes_; }
+  /// Model generation of the last change to the set of present nodes or to a node's labels
+  /// (not to usage or status): what decides which pool a node belongs to.
+  uint64_t node_labels_generation() const { return node_labels_generation_; }
   size_t pod_count() const { return live_pods_; }
 
   /// The in-flight bind of a pod, if any.
@@ -179,6 +182,7 @@ class ClusterState {
   std::map<std::string, Queue, std::less<>> queues_;
   std::map<std::pair<std::string, std::string>, PodGroup, NsNameLess> podgroups_;
   std::map<std::string, PriorityClass, std::less<>> priority_classes_;
+  uint64_t node_labels_generation_ = 0;
   uint64_t pools_generation_ = 0;
   uint64_t queues_generation_ = 0;
   uint64_t podgroups_generation_ = 0;

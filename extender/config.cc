@@ -1,11 +1,13 @@
 #include "extender/config.h"
 
 #include <cerrno>
+#include <charconv>
 #include <cstring>
 #include <fstream>
 #include <set>
 #include <sstream>
 
+#include "core/quantity.h"
 #include "core/strings.h"
 #include "extender/json.h"
 
@@ -151,6 +153,92 @@ absl::Status ParseKubernetes(simdjson::dom::object obj, const JsonPath& path, Co
   return absl::OkStatus();
 }
 
+/// An optional Kubernetes quantity: a string ("2", "500m", "8Gi") or a JSON number.
+absl::StatusOr<std::optional<core::Quantity>> OptionalQuantity(simdjson::dom::object obj,
+                                                               std::string_view key,
+                                                               const JsonPath& path) {
+  std::optional<simdjson::dom::element> el = OptionalField(obj, key);
+  if (!el) return std::optional<core::Quantity>();
+  const JsonPath field = path.Field(key);
+  std::string number_text;
+  std::string_view text;
+  switch (el->type()) {
+    case simdjson::dom::element_type::STRING:
+      text = el->get_string().value_unsafe();
+      break;
+    case simdjson::dom::element_type::INT64:
+    case simdjson::dom::element_type::UINT64:
+    case simdjson::dom::element_type::DOUBLE: {
+      // The number's shortest text parses to the value the file wrote (0.5 -> "0.5").
+      char buf[64];
+      std::to_chars_result r{};
+      if (el->type() == simdjson::dom::element_type::INT64) {
+        r = std::to_chars(buf, buf + sizeof(buf), el->get_int64().value_unsafe());
+      } else if (el->type() == simdjson::dom::element_type::UINT64) {
+        r = std::to_chars(buf, buf + sizeof(buf), el->get_uint64().value_unsafe());
+      } else {
+        r = std::to_chars(buf, buf + sizeof(buf), el->get_double().value_unsafe());
+      }
+      number_text.assign(buf, r.ptr);
+      text = number_text;
+      break;
+    }
+    default:
+      return FieldError(field, StrCat("expected a quantity such as \"2\", \"500m\" or "
+                                      "\"8Gi\", got ", TypeName(*el)));
+  }
+  absl::StatusOr<core::Quantity> q = core::Quantity::Parse(text);
+  if (!q.ok()) return FieldError(field, ToStd(q.status().message()));
+  if (q->IsNegative()) return FieldError(field, StrCat("expected 0 (off) or more, got ", text));
+  return std::optional<core::Quantity>(*q);
+}
+
+/// The "gpu" section: settings of the GPU placement modules (policy/gpu).
+absl::Status ParseGpu(simdjson::dom::object obj, const JsonPath& path, policy::GpuConfig* out) {
+  if (auto s = CheckKnown(obj,
+                          {"reservedCpuPerGpu", "reservedMemoryPerGpu", "minCpuPerGpu",
+                           "minCpuPerGpuAction"},
+                          path);
+      !s.ok()) {
+    return s;
+  }
+  // Bounds far above any real machine; they keep per-node products far from the int64 range.
+  constexpr int64_t kMaxCpuMilli = int64_t{1000000} * 1000;  // a million cores
+  constexpr int64_t kMaxMemory = int64_t{1} << 50;           // 1Pi
+  for (auto [key, target] :
+       {std::pair<std::string_view, int64_t*>{"reservedCpuPerGpu",
+                                              &out->reserved_cpu_per_gpu_milli},
+        {"minCpuPerGpu", &out->min_cpu_per_gpu_milli}}) {
+    auto q = OptionalQuantity(obj, key, path);
+    if (!q.ok()) return q.status();
+    if (!q->has_value()) continue;
+    const int64_t milli = (*q)->MilliValue();
+    if (milli > kMaxCpuMilli) return FieldError(path.Field(key), "expected at most 1000000 cores");
+    *target = milli;
+  }
+  auto memory = OptionalQuantity(obj, "reservedMemoryPerGpu", path);
+  if (!memory.ok()) return memory.status();
+  if (memory->has_value()) {
+    const int64_t bytes = (*memory)->Value();
+    if (bytes > kMaxMemory) {
+      return FieldError(path.Field("reservedMemoryPerGpu"), "expected at most 1Pi");
+    }
+    out->reserved_memory_per_gpu = bytes;
+  }
+  auto action = OptionalString(obj, "minCpuPerGpuAction", path);
+  if (!action.ok()) return action.status();
+  if (action->has_value()) {
+    if (**action == "warn") {
+      out->min_cpu_action = policy::GpuConfig::MinCpuAction::kWarn;
+    } else if (**action == "reject") {
+      out->min_cpu_action = policy::GpuConfig::MinCpuAction::kReject;
+    } else {
+      return FieldError(path.Field("minCpuPerGpuAction"), "expected \"warn\" or \"reject\"");
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<Config> ParseConfig(std::string_view json, std::string_view source) {
@@ -164,7 +252,7 @@ absl::StatusOr<Config> ParseConfig(std::string_view json, std::string_view sourc
   if (!obj.ok()) return fail(obj.status());
   if (auto s = CheckKnown(*obj,
                           {"schedulerName", "topologyLevels", "maxRequestBytes", "httpThreads",
-                           "bindConfirmTimeoutSeconds", "policies", "binpack", "kubernetes"},
+                           "bindConfirmTimeoutSeconds", "policies", "binpack", "kubernetes", "gpu"},
                           top);
       !s.ok()) {
     return fail(s);
@@ -231,6 +319,11 @@ absl::StatusOr<Config> ParseConfig(std::string_view json, std::string_view sourc
   if (!kubernetes.ok()) return fail(kubernetes.status());
   if (kubernetes->has_value()) {
     if (auto s = ParseKubernetes(**kubernetes, top.Field("kubernetes"), &c); !s.ok()) return fail(s);
+  }
+  auto gpu = OptionalObject(*obj, "gpu", top);
+  if (!gpu.ok()) return fail(gpu.status());
+  if (gpu->has_value()) {
+    if (auto s = ParseGpu(**gpu, top.Field("gpu"), &c.policy.gpu); !s.ok()) return fail(s);
   }
   return c;
 }

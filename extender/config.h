@@ -30,11 +30,19 @@ namespace berth::extender {
 ///                            "leaseNamespace": "", "identity": "",
 ///                            "leaseDurationSeconds": 15, "renewDeadlineSeconds": 10,
 ///                            "retryPeriodSeconds": 2}
-///       }
+///       },
+///       "gpu": {"reservedCpuPerGpu": "2", "reservedMemoryPerGpu": "8Gi", "minCpuPerGpu": "1",
+///               "minCpuPerGpuAction": "warn"}
 ///     }
 ///
 /// The "kubernetes" section matters only in Kubernetes mode; its durations accept fractions
 /// (tests run elections in a fraction of a second).
+///
+/// The "gpu" section sets the GPU placement modules (policy::GpuConfig): the CPU and memory a
+/// GPU node keeps per free GPU out of reach of CPU-only pods (gpu-reserve), and the least CPU a
+/// GPU pod should request per GPU (gpu-min-cpu) with what happens below it, "warn" or "reject".
+/// Amounts are Kubernetes quantities, as strings or JSON numbers; 0 turns a rule off, negative
+/// amounts are errors.
 struct Config {
   std::string scheduler_name = "berth-scheduler";
   std::vector<std::string> topology_levels = {"topology.kubernetes.io/zone", "berth.io/spine",

@@ -160,10 +160,11 @@ void HttpServer::Install() {
       const std::string all = req.get_param_value("all");
       return Send(res, service_->DebugPods(text, all == "1" || all == "true"));
     }
+    if (path == "/debug/pools") return Send(res, service_->DebugPools(text));
     if (path == "/debug/snapshot") return Send(res, service_->DebugSnapshot(text));
     Send(res, ErrorReply(404, StrCat("no such endpoint: GET ", path,
                                      " (GET /healthz, /readyz, /version, /debug/nodes, "
-                                     "/debug/pods, /debug/snapshot)")));
+                                     "/debug/pods, /debug/pools, /debug/snapshot)")));
   });
 
   // Errors cpp-httplib raises itself (unsupported method, 413 from Content-Length, 400 for a

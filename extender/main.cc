@@ -126,6 +126,7 @@ int Serve() {
   if (const std::string name = absl::GetFlag(FLAGS_scheduler_name); !name.empty()) {
     config.scheduler_name = name;
   }
+  config.policy.scheduler_name = config.scheduler_name;
   const std::string cluster_file = absl::GetFlag(FLAGS_cluster);
   const std::string kubeconfig = absl::GetFlag(FLAGS_kubeconfig);
   const kube::InClusterEnv env = kube::InClusterEnvFromProcess();

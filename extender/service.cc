@@ -1,12 +1,14 @@
 #include "extender/service.h"
 
 #include <algorithm>
+#include <cctype>
 
 #include "core/strings.h"
 #include "extender/json.h"
 #include "extender/k8s_codec.h"
 #include "extender/protocol.h"
 #include "extender/text_table.h"
+#include "policy/pools/pools.h"
 #include "nlohmann/json.hpp"
 #include "spdlog/spdlog.h"
 
@@ -54,11 +56,7 @@ std::string_view LabelOr(const core::Labels& labels, std::string_view key, std::
 }
 
 // The pod's home pool, queue and gang as SPEC 4 names them.
-std::string PoolOf(const core::Pod& pod) {
-  auto v = pod.annotations.Get("berth.io/pool");
-  if (!v || v->empty()) v = pod.annotations.Get("resource.aibee.cn/pool");
-  return std::string(v && !v->empty() ? *v : "default");
-}
+std::string PoolOf(const core::Pod& pod) { return std::string(policy::HomePoolName(pod)); }
 std::string QueueOf(const core::Pod& pod) {
   return std::string(LabelOr(pod.labels, "berth.io/queue", "default"));
 }
@@ -379,12 +377,16 @@ Reply Service::DebugNodes(bool text) const {
   auto view = model_->Read();
   const core::ResourceNames& names = view->resources();
   const std::vector<const core::NodeState*> nodes = SortedNodes(*view);
+  const std::shared_ptr<const policy::PoolMap> pools = policy::PoolMap::Build(*view);
+  auto pool_of = [&](const core::NodeState* n) -> const std::string& {
+    return pools->pool(pools->PoolOf(view->FindNodeSlot(n->node.name))).name;
+  };
   if (text) {
     TextTable t({"NODE", "POOL", "TOPOLOGY", "CPU FREE/ALLOC", "MEMORY FREE/ALLOC",
                  "GPU FREE/ALLOC", "PODS FREE/ALLOC", "IN-FLIGHT"});
     for (const core::NodeState* n : nodes) {
       const core::ResourceVector free = n->Free();
-      std::vector<std::string> row = {n->node.name, "default"};
+      std::vector<std::string> row = {n->node.name, pool_of(n)};
       std::string topo;
       for (const std::string& p : TopologyPath(n->node)) StrAppend(&topo, topo.empty() ? "" : "/", p);
       row.push_back(topo);
@@ -399,7 +401,7 @@ Reply Service::DebugNodes(bool text) const {
   nlohmann::json arr = nlohmann::json::array();
   for (const core::NodeState* n : nodes) {
     arr.push_back({{"name", n->node.name},
-                   {"pool", "default"},
+                   {"pool", pool_of(n)},
                    {"topology", TopologyPath(n->node)},
                    {"unschedulable", n->node.unschedulable},
                    {"allocatable", EncodeResourceList(n->node.allocatable, names)},
@@ -413,6 +415,60 @@ Reply Service::DebugNodes(bool text) const {
                          {"nodes", std::move(arr)}});
 }
 
+Reply Service::DebugPools(bool text) const {
+  auto view = model_->Read();
+  const core::ResourceNames& names = view->resources();
+  const std::shared_ptr<const policy::PoolMap> map = policy::PoolMap::Build(*view);
+  const std::vector<policy::PoolStats> stats =
+      policy::ComputePoolStats(*view, *map, options_.scheduler_name);
+  // The seed's resource columns: cpu, gpu, memory, storage, nodes, pods.
+  const std::vector<std::pair<const char*, core::ResourceId>> columns = {
+      {"cpu", core::kCpu}, {"nvidia.com/gpu", core::kNvidiaGpu}, {"memory", core::kMemory},
+      {"ephemeral-storage", core::kEphemeralStorage}};
+  const std::vector<std::pair<const char*, const policy::PoolStats::Row policy::PoolStats::*>> rows = {
+      {"Capacity", &policy::PoolStats::capacity}, {"Allocatable", &policy::PoolStats::allocatable},
+      {"Used", &policy::PoolStats::used},         {"Shared", &policy::PoolStats::shared},
+      {"Borrowed", &policy::PoolStats::borrowed}, {"Pending", &policy::PoolStats::pending}};
+  if (text) {
+    TextTable t({"POOL", "FLAGS", "", "CPU", "GPU", "MEMORY", "STORAGE", "NODES", "PODS"});
+    for (const policy::PoolStats& p : stats) {
+      bool first = true;
+      for (const auto& [label, member] : rows) {
+        const policy::PoolStats::Row& r = p.*member;
+        std::vector<std::string> cells = {first ? p.name : "", first ? p.Flags() : "", label};
+        for (const auto& [name, id] : columns) {
+          cells.push_back(core::FormatAmount(names, id, r.resources.Get(id)));
+        }
+        cells.push_back(StrCat(r.nodes));
+        cells.push_back(StrCat(r.pods));
+        t.AddRow(std::move(cells));
+        first = false;
+      }
+    }
+    return TextReply(t.Render());
+  }
+  nlohmann::json arr = nlohmann::json::array();
+  for (const policy::PoolStats& p : stats) {
+    nlohmann::json j = {{"name", p.name},
+                        {"flags", p.Flags()},
+                        {"disablePreemption", p.disable_preemption},
+                        {"disableBorrowing", p.disable_borrowing},
+                        {"disableSharing", p.disable_sharing}};
+    for (const auto& [label, member] : rows) {
+      const policy::PoolStats::Row& r = p.*member;
+      nlohmann::json row = nlohmann::json::object();
+      for (const auto& [name, id] : columns) row[name] = core::FormatAmount(names, id, r.resources.Get(id));
+      row["nodes"] = r.nodes;
+      row["pods"] = r.pods;
+      std::string key(label);
+      key[0] = static_cast<char>(std::tolower(static_cast<unsigned char>(key[0])));
+      j[key] = std::move(row);
+    }
+    arr.push_back(std::move(j));
+  }
+  return JsonReply(200, {{"generation", view->generation()}, {"pools", std::move(arr)}});
+}
+
 Reply Service::DebugPods(bool text, bool all) const {
   auto view = model_->Read();
   const core::ResourceNames& names = view->resources();
@@ -420,6 +476,7 @@ Reply Service::DebugPods(bool text, bool all) const {
     return all || p.pod.scheduler_name == options_.scheduler_name;
   });
   const absl::Time now = clock_->Now();
+  const std::shared_ptr<const policy::PoolMap> pools = policy::PoolMap::Build(*view);
   struct Row {
     const core::PodState* p;
     std::string bind;
@@ -448,7 +505,8 @@ Reply Service::DebugPods(bool text, bool all) const {
       std::string gang = GangOf(pod);
       t.AddRow({pod.ns.str(), pod.name.str(), std::string(core::PodPhaseName(pod.phase)),
                 pod.node_name.empty() ? (r.bind.empty() ? "-" : r.bind) : pod.node_name.str(),
-                PoolOf(pod), QueueOf(pod), gang.empty() ? "-" : gang, "no",
+                PoolOf(pod), QueueOf(pod), gang.empty() ? "-" : gang,
+                policy::IsBorrower(*r.p, *pools) ? "yes" : "no",
                 r.admitted ? "yes" : "no", StrCat(pod.priority), pod.request.DebugString(names)});
     }
     return TextReply(t.Render());
@@ -465,7 +523,7 @@ Reply Service::DebugPods(bool text, bool all) const {
                         {"pool", PoolOf(pod)},
                         {"queue", QueueOf(pod)},
                         {"gang", GangOf(pod)},
-                        {"borrower", false},
+                        {"borrower", policy::IsBorrower(*r.p, *pools)},
                         {"admitted", r.admitted},
                         {"priority", pod.priority},
                         {"request", EncodeResourceList(pod.request, names)}};

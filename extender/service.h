@@ -90,6 +90,8 @@ class Service {
   Reply Version(bool text) const;
   Reply DebugNodes(bool text) const;
   Reply DebugPods(bool text, bool all) const;
+  /// Per pool: Capacity, Allocatable, Used, Shared, Borrowed, Pending and the p/b/s flags.
+  Reply DebugPools(bool text) const;
   Reply DebugSnapshot(bool text) const;
 
   /// Loads a Kubernetes List document into the model (the --cluster file, the demo cluster).

@@ -14,16 +14,35 @@ struct BinpackConfig {
       {"cpu", 1}, {"memory", 1}, {"nvidia.com/gpu", 4}};
 };
 
+/// Settings of the GPU placement modules (gpu-affinity, gpu-reserve, gpu-min-cpu). Amounts are
+/// in the model's units: millicores for cpu, bytes for memory. 0 turns a rule off.
+struct GpuConfig {
+  /// gpu-reserve: CPU a GPU node keeps for each of its free GPUs, out of reach of CPU-only pods.
+  int64_t reserved_cpu_per_gpu_milli = 2000;
+  /// gpu-reserve: memory a GPU node keeps for each of its free GPUs.
+  int64_t reserved_memory_per_gpu = int64_t{8} << 30;
+  /// gpu-min-cpu: the least CPU a GPU pod should request per GPU.
+  int64_t min_cpu_per_gpu_milli = 1000;
+  /// gpu-min-cpu: what happens to a GPU pod below the minimum. kWarn admits it (the warning is
+  /// for the event writer); kReject makes it unresolvable everywhere.
+  enum class MinCpuAction : uint8_t { kWarn, kReject };
+  MinCpuAction min_cpu_action = MinCpuAction::kWarn;
+};
+
 /// Which policy modules run for each verb, with their settings. Names refer to the registry
 /// (BuildDefaultRegistry); order matters for filters (the first failing rule is reported).
 struct PolicyConfig {
-  std::vector<std::string> filters = {"resource-fit"};
+  /// Pods of this schedulerName are berth's own (pools, preemption rules); others only take
+  /// capacity. Set from the top-level configuration.
+  std::string scheduler_name = "berth-scheduler";
+  std::vector<std::string> filters = {"resource-fit", "pools", "gpu-reserve"};
   /// (module, weight); the combined score is the weighted mean, so it stays in [0, kMaxScore].
-  std::vector<std::pair<std::string, int64_t>> scores = {{"binpack", 1}};
-  std::vector<std::string> preempt = {"resource-fit"};
-  std::vector<std::string> admission;
+  std::vector<std::pair<std::string, int64_t>> scores = {{"binpack", 1}, {"gpu-affinity", 1}};
+  std::vector<std::string> preempt = {"pools", "resource-fit"};
+  std::vector<std::string> admission = {"gpu-min-cpu"};
   std::vector<std::string> order;
   BinpackConfig binpack;
+  GpuConfig gpu;
 };
 
 }  // namespace berth::policy

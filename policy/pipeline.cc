@@ -45,15 +45,18 @@ NodeVerdict Pipeline::FilterNode(const CycleContext& ctx, const core::NodeState&
 std::vector<NodeVerdict> Pipeline::Filter(const CycleContext& ctx,
                                           std::span<const std::string_view> candidates) const {
   std::vector<NodeVerdict> out(candidates.size());
-  NodeVerdict admitted = Admit(ctx);
+  CycleMemo memo;
+  CycleContext cycle = ctx;
+  if (cycle.memo == nullptr) cycle.memo = &memo;
+  NodeVerdict admitted = Admit(cycle);
   for (size_t i = 0; i < candidates.size(); ++i) {
-    const core::NodeState* node = ctx.state.FindNode(candidates[i]);
+    const core::NodeState* node = cycle.state.FindNode(candidates[i]);
     if (node == nullptr) {
       out[i] = UnknownNodeVerdict();
     } else if (!admitted.ok()) {
       out[i] = admitted;
     } else {
-      out[i] = FilterNode(ctx, *node);
+      out[i] = FilterNode(cycle, *node);
     }
   }
   return out;

@@ -13,6 +13,31 @@
 
 namespace berth::policy {
 
+/// Values a module derives once per decision about one pod rather than once per node (e.g.
+/// "does the pod's home pool have room anywhere"), kept for the length of one verb call. One
+/// decision runs on one thread, so it needs no lock.
+class CycleMemo {
+ public:
+  /// The value stored under `key` (a module's address) in this cycle, made by `make()` the
+  /// first time.
+  template <class T, class Make>
+  const T& Get(const void* key, Make&& make) {
+    for (const Entry& e : entries_) {
+      if (e.key == key) return *static_cast<const T*>(e.value.get());
+    }
+    auto value = std::make_shared<const T>(make());
+    entries_.push_back({key, value});
+    return *value;
+  }
+
+ private:
+  struct Entry {
+    const void* key;
+    std::shared_ptr<const void> value;
+  };
+  std::vector<Entry> entries_;
+};
+
 /// What every policy sees for one decision about one pod: the pod and one consistent view of the
 /// cluster. Policies read only this; they never hold on to it after the call.
 struct CycleContext {
@@ -23,6 +48,9 @@ struct CycleContext {
   /// only reads the node-independent message, and building hundreds of detail strings per call
   /// would cost more than the decision itself.
   bool explain = true;
+  /// Per-decision memo; null when the caller checks a single node (a module then computes what
+  /// it needs for that call alone).
+  CycleMemo* memo = nullptr;
 };
 
 /// Per-node filter. Called once per candidate node; must be pure and thread-safe.

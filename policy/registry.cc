@@ -6,6 +6,8 @@
 #include "absl/strings/str_join.h"
 #include "policy/binpack/binpack.h"
 #include "policy/fit/resource_fit.h"
+#include "policy/gpu/gpu.h"
+#include "policy/pools/pools.h"
 
 namespace berth::policy {
 namespace {
@@ -117,9 +119,33 @@ Registry BuildDefaultRegistry() {
     if (!s.ok()) return s.status();
     return std::unique_ptr<ScorePolicyInterface>(*std::move(s));
   });
+  (void)r.RegisterFilter("pools", [](const BuildContext& ctx)
+                             -> absl::StatusOr<std::unique_ptr<FilterPolicyInterface>> {
+    return std::make_unique<PoolsFilter>(&ctx.resources);
+  });
+  (void)r.RegisterPreempt("pools", [](const BuildContext& ctx)
+                              -> absl::StatusOr<std::unique_ptr<PreemptPolicyInterface>> {
+    return std::make_unique<PoolsPreempt>(&ctx.resources, ctx.config.scheduler_name);
+  });
   (void)r.RegisterPreempt("resource-fit", [](const BuildContext&)
                               -> absl::StatusOr<std::unique_ptr<PreemptPolicyInterface>> {
     return std::make_unique<ResourceFitPreempt>();
+  });
+  (void)r.RegisterScore("gpu-affinity", [](const BuildContext&)
+                            -> absl::StatusOr<std::unique_ptr<ScorePolicyInterface>> {
+    return std::make_unique<GpuAffinityScore>();
+  });
+  (void)r.RegisterFilter("gpu-reserve", [](const BuildContext& ctx)
+                             -> absl::StatusOr<std::unique_ptr<FilterPolicyInterface>> {
+    auto f = GpuReserveFilter::Create(ctx.config.gpu);
+    if (!f.ok()) return f.status();
+    return std::unique_ptr<FilterPolicyInterface>(*std::move(f));
+  });
+  (void)r.RegisterAdmission("gpu-min-cpu", [](const BuildContext& ctx)
+                                -> absl::StatusOr<std::unique_ptr<AdmissionPolicyInterface>> {
+    auto a = GpuMinCpuAdmission::Create(ctx.config.gpu);
+    if (!a.ok()) return a.status();
+    return std::unique_ptr<AdmissionPolicyInterface>(*std::move(a));
   });
   return r;
 }

@@ -10,6 +10,14 @@ std::string_view ReasonCode(Reason reason) {
     case Reason::kExceedsAllocatable: return "ExceedsAllocatable";
     case Reason::kPreemptionNotHelpful: return "PreemptionNotHelpful";
     case Reason::kResourceNotOffered: return "ResourceNotOffered";
+    case Reason::kUnknownPool: return "UnknownPool";
+    case Reason::kHomePoolHasRoom: return "HomePoolHasRoom";
+    case Reason::kBorrowingDisabled: return "BorrowingDisabled";
+    case Reason::kSharingDisabled: return "SharingDisabled";
+    case Reason::kNotLenderPool: return "NotLenderPool";
+    case Reason::kPoolRule: return "PoolRule";
+    case Reason::kGpuReserved: return "GpuReserved";
+    case Reason::kCpuPerGpuTooLow: return "CpuPerGpuTooLow";
   }
   return "Unknown";
 }

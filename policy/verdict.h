@@ -20,6 +20,16 @@ enum class Reason : uint8_t {
   kExceedsAllocatable,    ///< more than the node's allocatable: nothing can make room
   kPreemptionNotHelpful,  ///< evicting the proposed victims would not make the pod fit
   kResourceNotOffered,    ///< the pod requests a resource no node advertises
+  // Pools (SPEC 6.1).
+  kUnknownPool,           ///< the pod's home pool does not exist
+  kHomePoolHasRoom,       ///< the node is outside the pod's home pool, which has room
+  kBorrowingDisabled,     ///< the home pool is full and does not allow borrowing
+  kSharingDisabled,       ///< the node's pool does not lend its nodes
+  kNotLenderPool,         ///< borrowing goes to another pool (most free resources)
+  kPoolRule,              ///< a preemption victim that pool rules protect
+  // GPU placement (SPEC 6.7).
+  kGpuReserved,           ///< a CPU-only pod would take the CPU or memory kept for free GPUs
+  kCpuPerGpuTooLow,       ///< a GPU pod requests less CPU per GPU than gpu.minCpuPerGpu
 };
 
 std::string_view ReasonCode(Reason reason);

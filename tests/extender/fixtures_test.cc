@@ -24,6 +24,14 @@
 namespace berth::testing {
 namespace {
 
+/// berth configured as in the capture: its kube-scheduler profile was `batch-scheduler`, so the
+/// fixtures' pods are berth's own (pool and preemption rules apply to them).
+policy::PolicyConfig CaptureConfig() {
+  policy::PolicyConfig c;
+  c.scheduler_name = "batch-scheduler";
+  return c;
+}
+
 namespace fs = std::filesystem;
 using extender::Reply;
 
@@ -278,7 +286,7 @@ TEST_CASE("fixtures: each request alone - on a fresh service - gets a protocol-c
           "[fixtures]") {
   for (const Fixture& f : LoadFixtures()) {
     SECTION(f.file) {
-      Harness h;
+      Harness h(CaptureConfig());
       const Reply reply = Send(h, f);
       if (f.verb == "filter") {
         const std::vector<std::string> passed = CheckFilter(f.json, reply);
@@ -309,7 +317,7 @@ TEST_CASE("fixtures: each request alone - on a fresh service - gets a protocol-c
 
 TEST_CASE("fixtures: replayed in capture order on one service - as kube-scheduler sent them",
           "[fixtures]") {
-  Harness h;
+  Harness h(CaptureConfig());
   std::set<std::string> filtered_uids;  // pods berth has seen in a filter
   // Hand-derived from README.md's scenario: each pod's GPUs against the nodes' 4/4/2 GPUs.
   const std::map<std::string, std::vector<std::string>> want_pass = {
@@ -388,7 +396,7 @@ TEST_CASE("fixtures: replayed in capture order on one service - as kube-schedule
 }
 
 TEST_CASE("fixtures: filter-request-1 decodes to README.md's pod and nodes", "[fixtures]") {
-  Harness h;
+  Harness h(CaptureConfig());
   Fixture filter1;
   for (Fixture& f : LoadFixtures()) {
     if (f.file == "filter-request-1.json") filter1 = std::move(f);
@@ -437,7 +445,7 @@ TEST_CASE("fixtures: filter-request-1 decodes to README.md's pod and nodes", "[f
 }
 
 TEST_CASE("fixtures: request keys are matched case-insensitively - as Go does", "[fixtures]") {
-  Harness h;
+  Harness h(CaptureConfig());
   Fixture filter1;
   for (Fixture& f : LoadFixtures()) {
     if (f.file == "filter-request-1.json") filter1 = std::move(f);

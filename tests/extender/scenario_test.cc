@@ -121,10 +121,12 @@ TEST_CASE("bin packing prefers the node the pod fills best, and CPU pods avoid G
                .steps = {PrioritizeStep{.pod = MakePod("cpu-job").Cpu("8").Memory("32Gi"),
                                         .nodes = {"half-full", "empty", "gpu"},
                                         .ranking = {"half-full", "empty", "gpu"},
-                                        // half-full: cpu 16/16, memory 64/64 -> 10.
-                                        // empty: 8/16 and 32/64 -> 5.
-                                        // gpu: (1*0.5 + 1*0.5 + 4*0) / 6 -> 1.67 -> 2.
-                                        .exact = {{"half-full", 10}, {"empty", 5}, {"gpu", 2}}}}});
+                                        // binpack, then the mean with gpu-affinity (10 on
+                                        // nodes without GPUs, 0 on GPU nodes for this pod):
+                                        // half-full: cpu 16/16, memory 64/64 -> 10 -> 10.
+                                        // empty: 8/16 and 32/64 -> 5 -> 7.5 -> 8.
+                                        // gpu: (1*0.5 + 1*0.5 + 4*0) / 6 -> 1.67 -> 2 -> 1.
+                                        .exact = {{"half-full", 10}, {"empty", 8}, {"gpu", 1}}}}});
 }
 
 TEST_CASE("preempt keeps victims that make room on berth's accounting and drops the rest") {

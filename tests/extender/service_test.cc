@@ -893,7 +893,9 @@ TEST_CASE("service: bad input gets 400 naming the problem and changes nothing") 
       // Still answering.
       CHECK(Ok(s.Healthz())["status"] == "ok");
       const Json f = Ok(s.Filter(ArgsNames(MakePod("after").Cpu("1").Obj(), {"n1", "n2"}).dump()));
-      CHECK(f["NodeNames"] == Json::array({"n1", "n2"}));
+      // n1's 6 free cpu are kept for its 3 free GPUs (gpu-reserve): the CPU-only pod fits n2.
+      CHECK(f["NodeNames"] == Json::array({"n2"}));
+      CHECK(f["FailedNodes"].contains("n1"));
     }
   }
 }

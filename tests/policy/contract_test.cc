@@ -22,8 +22,10 @@
 #include "policy/binpack/binpack.h"
 #include "policy/config.h"
 #include "policy/fit/resource_fit.h"
+#include "policy/gpu/gpu.h"
 #include "policy/pipeline.h"
 #include "policy/policy.h"
+#include "policy/pools/pools.h"
 #include "policy/registry.h"
 #include "policy/verdict.h"
 
@@ -57,8 +59,32 @@ struct BinpackModule {
   }
 };
 
-#define BERTH_FILTER_MODULES ResourceFitModule
-#define BERTH_SCORE_MODULES BinpackModule
+struct PoolsModule {
+  static constexpr std::string_view kName = "pools";
+  static std::unique_ptr<FilterPolicyInterface> Make(core::ResourceNames& names) {
+    return std::make_unique<PoolsFilter>(&names);
+  }
+};
+
+struct GpuReserveModule {
+  static constexpr std::string_view kName = "gpu-reserve";
+  static std::unique_ptr<FilterPolicyInterface> Make(core::ResourceNames&) {
+    absl::StatusOr<std::unique_ptr<GpuReserveFilter>> f =
+        GpuReserveFilter::Create(PolicyConfig{}.gpu);
+    REQUIRE(f.ok());
+    return *std::move(f);
+  }
+};
+
+struct GpuAffinityModule {
+  static constexpr std::string_view kName = "gpu-affinity";
+  static std::unique_ptr<ScorePolicyInterface> Make(core::ResourceNames&) {
+    return std::make_unique<GpuAffinityScore>();
+  }
+};
+
+#define BERTH_FILTER_MODULES ResourceFitModule, PoolsModule, GpuReserveModule
+#define BERTH_SCORE_MODULES BinpackModule, GpuAffinityModule
 
 template <class... M>
 std::vector<std::string> NamesOf() {

@@ -70,6 +70,7 @@ PolicyConfig Empty() {
   c.filters.clear();
   c.scores.clear();
   c.preempt.clear();
+  c.admission.clear();
   return c;
 }
 
@@ -210,22 +211,25 @@ TEST_CASE("Registry::Build keeps the configured filter order", "[registry]") {
 
 TEST_CASE("BuildDefaultRegistry has resource-fit and binpack", "[registry]") {
   const Registry r = BuildDefaultRegistry();
-  CHECK(r.FilterNames() == std::vector<std::string>{"resource-fit"});
-  CHECK(r.ScoreNames() == std::vector<std::string>{"binpack"});
+  CHECK(r.FilterNames() == std::vector<std::string>{"gpu-reserve", "pools", "resource-fit"});
+  CHECK(r.ScoreNames() == std::vector<std::string>{"binpack", "gpu-affinity"});
 
   core::ResourceNames names;
   absl::StatusOr<std::unique_ptr<Pipeline>> p = r.Build(PolicyConfig{}, names);
   REQUIRE(p.ok());
-  CHECK((*p)->Describe() == std::vector<std::string>{"filter:resource-fit", "score:binpack*1",
-                                                     "preempt:resource-fit"});
+  CHECK((*p)->Describe() ==
+        std::vector<std::string>{"admission:gpu-min-cpu", "filter:resource-fit", "filter:pools",
+                                 "filter:gpu-reserve", "score:binpack*1", "score:gpu-affinity*1",
+                                 "preempt:pools", "preempt:resource-fit"});
 
-  // resource-fit is also the (only) preempt module; binpack is no preempt module.
+  // resource-fit is also a preempt module; binpack is none.
   PolicyConfig c = Empty();
   c.preempt = {"binpack"};
-  CHECK(BuildError(r, c) == "unknown preempt module \"binpack\"; known: resource-fit");
+  CHECK(BuildError(r, c) == "unknown preempt module \"binpack\"; known: pools, resource-fit");
   c = Empty();
   c.filters = {"binpack"};
-  CHECK(BuildError(r, c) == "unknown filter module \"binpack\"; known: resource-fit");
+  CHECK(BuildError(r, c) ==
+        "unknown filter module \"binpack\"; known: gpu-reserve, pools, resource-fit");
 }
 
 TEST_CASE("BuildDefaultRegistry passes the binpack settings through", "[registry]") {
@@ -262,6 +266,7 @@ TEST_CASE("The default pipeline filters, scores and preempts a real model", "[re
   victim.ns = "default";
   victim.name = "v";
   victim.node_name = "small";
+  victim.scheduler_name = PolicyConfig{}.scheduler_name;  // berth's own: it may be preempted
   victim.phase = core::PodPhase::kRunning;
   victim.request.Set(core::kCpu, 1500);
   victim.request.Set(core::kPods, 1);
@@ -284,9 +289,10 @@ TEST_CASE("The default pipeline filters, scores and preempts a real model", "[re
   CHECK(v[1].ok());
   CHECK(v[2].reason == Reason::kUnknownNode);
 
-  // binpack alone: big has cpu 1/8 and memory 0 in use -> (0.125 + 0) / 2 * 10 = 0.625 -> 1;
-  // GPU weight does not count on nodes without GPUs.
-  CHECK((*p)->ScoreNode(ctx, *view->FindNode("big")) == 1);
+  // binpack: big has cpu 1/8 and memory 0 in use -> (0.125 + 0) / 2 * 10 = 0.625 -> 1 (GPU
+  // weight does not count on nodes without GPUs); gpu-affinity: a CPU-only pod on a node without
+  // GPUs -> 10. Mean (1 + 10) / 2 = 5.5 -> 6.
+  CHECK((*p)->ScoreNode(ctx, *view->FindNode("big")) == 6);
 
   std::vector<NodeVictims> proposal;
   proposal.push_back(NodeVictims{.node = "small",

@@ -1,0 +1,310 @@
+#include "policy/pools/pools.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "core/strings.h"
+#include "policy/fit/resource_fit.h"
+
+namespace berth::policy {
+
+std::string_view HomePoolName(const core::Pod& pod) {
+  for (std::string_view key : {"berth.io/pool", "resource.aibee.cn/pool"}) {
+    if (auto v = pod.annotations.Get(key); v && !v->empty()) return *v;
+  }
+  return kDefaultPool;
+}
+
+// ---- PoolMap ------------------------------------------------------------------------------------
+
+std::shared_ptr<const PoolMap> PoolMap::Build(const core::ClusterState& state) {
+  auto map = std::make_shared<PoolMap>();
+  map->pools_generation_ = state.pools_generation();
+  map->node_labels_generation_ = state.node_labels_generation();
+  map->pools_.push_back(Entry{.name = std::string(kDefaultPool)});
+  std::vector<const core::Pool*> selecting;  // parallel to pools_ (nullptr for default)
+  selecting.push_back(nullptr);
+  state.ForEachPool([&](const core::Pool& p) {
+    if (p.name == kDefaultPool) {
+      // A Pool named "default" sets the default pool's flags; its selector is meaningless
+      // (the default pool is what no other pool selects).
+      Entry& d = map->pools_[kDefaultPoolId];
+      d.disable_preemption = p.disable_preemption;
+      d.disable_borrowing = p.disable_borrowing;
+      d.disable_sharing = p.disable_sharing;
+      return;
+    }
+    map->pools_.push_back(Entry{.name = p.name,
+                                .disable_preemption = p.disable_preemption,
+                                .disable_borrowing = p.disable_borrowing,
+                                .disable_sharing = p.disable_sharing});
+    selecting.push_back(&p);
+  });
+  state.ForEachNode([&](core::NodeSlot slot, const core::NodeState& n) {
+    PoolId chosen = kDefaultPoolId;
+    int matches = 0;
+    for (PoolId id = 1; id < selecting.size(); ++id) {
+      if (selecting[id]->node_selector.Matches(n.node.labels)) {
+        chosen = id;
+        ++matches;
+      }
+    }
+    // Matching none or several pools: the default pool (seed 004).
+    if (matches != 1) chosen = kDefaultPoolId;
+    if (map->node_pool_.size() <= slot) map->node_pool_.resize(slot + 1, kDefaultPoolId);
+    map->node_pool_[slot] = chosen;
+    map->pools_[chosen].nodes.push_back(slot);
+  });
+  return map;
+}
+
+std::optional<PoolId> PoolMap::Find(std::string_view name) const {
+  for (PoolId id = 0; id < pools_.size(); ++id) {
+    if (pools_[id].name == name) return id;
+  }
+  return std::nullopt;
+}
+
+std::shared_ptr<const PoolMap> PoolMapCache::Get(const core::ClusterState& state) const {
+  absl::MutexLock lock(&mu_);
+  if (map_ == nullptr || map_->pools_generation() != state.pools_generation() ||
+      map_->node_labels_generation() != state.node_labels_generation()) {
+    map_ = PoolMap::Build(state);
+  }
+  return map_;
+}
+
+bool IsBorrower(const core::PodState& pod, const PoolMap& map) {
+  if (pod.counted_on == core::kNoNode) return false;
+  const std::optional<PoolId> home = map.Find(HomePoolName(pod.pod));
+  return home.has_value() && map.PoolOf(pod.counted_on) != *home;
+}
+
+// ---- statistics ---------------------------------------------------------------------------------
+
+std::string PoolStats::Flags() const {
+  std::string f;
+  f.push_back(disable_preemption ? '-' : 'p');
+  f.push_back(disable_borrowing ? '-' : 'b');
+  f.push_back(disable_sharing ? '-' : 's');
+  return f;
+}
+
+std::vector<PoolStats> ComputePoolStats(const core::ClusterState& state, const PoolMap& map,
+                                        std::string_view scheduler_name) {
+  std::vector<PoolStats> out(map.pools().size());
+  for (PoolId id = 0; id < map.pools().size(); ++id) {
+    const PoolMap::Entry& e = map.pool(id);
+    PoolStats& s = out[id];
+    s.name = e.name;
+    s.disable_preemption = e.disable_preemption;
+    s.disable_borrowing = e.disable_borrowing;
+    s.disable_sharing = e.disable_sharing;
+    for (core::NodeSlot slot : e.nodes) {
+      const core::NodeState& n = state.node(slot);
+      s.capacity.resources.Add(n.node.capacity);
+      s.allocatable.resources.Add(n.node.allocatable);
+      ++s.capacity.nodes;
+      ++s.allocatable.nodes;
+      s.used.resources.Add(n.requested);
+      s.used.resources.Add(n.assumed);
+      if (!n.pods.empty() || n.binds_in_flight > 0) ++s.used.nodes;
+      s.used.pods += static_cast<int64_t>(n.pods.size()) + n.binds_in_flight;
+    }
+    s.capacity.pods = s.capacity.resources.Get(core::kPods);
+    s.allocatable.pods = s.allocatable.resources.Get(core::kPods);
+  }
+  state.ForEachPod([&](core::PodSlot, const core::PodState& p) {
+    if (p.pod.scheduler_name != scheduler_name || core::IsTerminal(p.pod.phase)) return;
+    const std::optional<PoolId> home = map.Find(HomePoolName(p.pod));
+    if (!home) return;  // names a pool that does not exist: counted nowhere
+    if (p.counted_on == core::kNoNode) {
+      if (p.pod.node_name.empty() && state.FindBind(p.pod.uid.view()) == nullptr) {
+        out[*home].pending.resources.Add(p.pod.request);
+        ++out[*home].pending.pods;
+      }
+      return;
+    }
+    const PoolId host = map.PoolOf(p.counted_on);
+    if (host == *home) return;
+    out[host].shared.resources.Add(p.pod.request);
+    ++out[host].shared.pods;
+    out[*home].borrowed.resources.Add(p.pod.request);
+    ++out[*home].borrowed.pods;
+  });
+  return out;
+}
+
+// ---- the filter ---------------------------------------------------------------------------------
+
+namespace {
+
+/// Free room of a pool in the resources a pod asks for, compared GPUs first, then CPU, then
+/// memory; then fewer pods (seed 004: "most free resources, fewest tasks").
+struct LenderRank {
+  int64_t gpu = 0, cpu = 0, memory = 0, pods = 0;
+  bool Better(const LenderRank& o) const {
+    if (gpu != o.gpu) return gpu > o.gpu;
+    if (cpu != o.cpu) return cpu > o.cpu;
+    if (memory != o.memory) return memory > o.memory;
+    return pods < o.pods;
+  }
+};
+
+bool PoolHasRoom(const core::ClusterState& state, const core::ResourceNames& names,
+                 const core::Pod& pod, const PoolMap::Entry& pool) {
+  for (core::NodeSlot slot : pool.nodes) {
+    if (CheckFit(names, pod.request, state.node(slot), nullptr, false).ok()) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+PoolsFilter::Plan PoolsFilter::MakePlan(const CycleContext& ctx) const {
+  Plan plan;
+  plan.map = cache_.Get(ctx.state);
+  plan.home = plan.map->Find(HomePoolName(ctx.pod));
+  return plan;
+}
+
+PoolsFilter::Plan::Borrowing PoolsFilter::DecideBorrowing(const CycleContext& ctx,
+                                                          const Plan& plan) const {
+  Plan::Borrowing b;
+  const PoolMap& map = *plan.map;
+  b.home_has_room = PoolHasRoom(ctx.state, *names_, ctx.pod, map.pool(*plan.home));
+  if (b.home_has_room || map.pool(*plan.home).disable_borrowing) return b;
+  const bool wants_gpu = ctx.pod.request.Get(core::kNvidiaGpu) > 0;
+  std::optional<LenderRank> best;
+  for (PoolId id = 0; id < map.pools().size(); ++id) {
+    const PoolMap::Entry& p = map.pool(id);
+    if (id == *plan.home || p.disable_sharing || !PoolHasRoom(ctx.state, *names_, ctx.pod, p)) continue;
+    LenderRank rank;
+    for (core::NodeSlot slot : p.nodes) {
+      const core::NodeState& n = ctx.state.node(slot);
+      const core::ResourceVector free = n.Free();
+      if (wants_gpu) rank.gpu += std::max<int64_t>(free.Get(core::kNvidiaGpu), 0);
+      rank.cpu += std::max<int64_t>(free.Get(core::kCpu), 0);
+      rank.memory += std::max<int64_t>(free.Get(core::kMemory), 0);
+      rank.pods += static_cast<int64_t>(n.pods.size());
+    }
+    if (!best || rank.Better(*best)) {
+      best = rank;
+      b.lender = id;
+    }
+  }
+  return b;
+}
+
+NodeVerdict PoolsFilter::Filter(const CycleContext& ctx, const core::NodeState& node) const {
+  std::optional<Plan> local;
+  const Plan* plan;
+  if (ctx.memo != nullptr) {
+    plan = &ctx.memo->Get<Plan>(this, [&] { return MakePlan(ctx); });
+  } else {
+    local = MakePlan(ctx);
+    plan = &*local;
+  }
+  const PoolMap& map = *plan->map;
+  const std::string_view home_name = HomePoolName(ctx.pod);
+  if (!plan->home) {
+    return NodeVerdict{.fit = Fit::kUnresolvable,
+                       .reason = Reason::kUnknownPool,
+                       .message = StrCat("pool ", home_name, " does not exist")};
+  }
+  const core::NodeSlot slot = ctx.state.FindNodeSlot(node.node.name);
+  const PoolId pool = map.PoolOf(slot);
+  if (pool == *plan->home) return NodeVerdict::Ok();
+  if (!plan->borrowing) plan->borrowing = DecideBorrowing(ctx, *plan);
+  const Plan::Borrowing& borrowing = *plan->borrowing;
+  const std::string& pool_name = map.pool(pool).name;
+  auto reject = [&](Reason reason, std::string message) {
+    NodeVerdict v{.fit = Fit::kUnresolvable, .reason = reason, .message = std::move(message)};
+    if (ctx.explain) v.detail = StrCat("node is in pool ", pool_name);
+    return v;
+  };
+  if (borrowing.home_has_room) {
+    return reject(Reason::kHomePoolHasRoom,
+                  StrCat("outside the pod's home pool ", home_name, ", which has room"));
+  }
+  if (map.pool(*plan->home).disable_borrowing) {
+    return reject(Reason::kBorrowingDisabled,
+                  StrCat("home pool ", home_name, " is full and does not allow borrowing"));
+  }
+  if (map.pool(pool).disable_sharing) {
+    return reject(Reason::kSharingDisabled, StrCat("pool ", pool_name, " does not lend its nodes"));
+  }
+  if (!borrowing.lender || *borrowing.lender != pool) {
+    return reject(Reason::kNotLenderPool,
+                  borrowing.lender ? StrCat("home pool ", home_name, " is full; borrowing from pool ",
+                                            map.pool(*borrowing.lender).name, " (most free resources)")
+                               : StrCat("home pool ", home_name, " is full; no pool lends room"));
+  }
+  return NodeVerdict::Ok();
+}
+
+// ---- preemption ---------------------------------------------------------------------------------
+
+bool PoolsPreempt::Review(const CycleContext& ctx, const core::NodeState& node,
+                          NodeVictims* proposal, NodeVerdict* why) const {
+  const std::shared_ptr<const PoolMap> map = cache_.Get(ctx.state);
+  const PoolId node_pool = map->PoolOf(ctx.state.FindNodeSlot(node.node.name));
+  const PoolMap::Entry& pool = map->pool(node_pool);
+  if (pool.disable_preemption) {
+    *why = NodeVerdict{.fit = Fit::kUnresolvable,
+                       .reason = Reason::kPoolRule,
+                       .message = StrCat("berth: pool ", pool.name, " does not allow preemption")};
+    return false;
+  }
+  const std::optional<PoolId> home = map->Find(HomePoolName(ctx.pod));
+  const bool preemptor_borrows = !home || *home != node_pool;
+  auto in_pool = [&](const core::PodState& p) {
+    const std::optional<PoolId> h = map->Find(HomePoolName(p.pod));
+    return h && *h == node_pool;
+  };
+  auto protected_victim = [&](const Victim& v) {
+    if (v.priority >= kProductionPriority) return true;
+    if (v.known == nullptr) return false;  // resource-fit drops what berth cannot account for
+    const core::Pod& p = v.known->pod;
+    if (p.scheduler_name != scheduler_name_) return true;
+    if (p.priority >= kProductionPriority) return true;
+    return preemptor_borrows && in_pool(*v.known);
+  };
+  std::erase_if(proposal->victims, protected_victim);
+
+  if (!preemptor_borrows) {
+    // Borrowers on this node, lowest priority first (seed 004's order among borrowers): if
+    // evicting a prefix of them makes room, they replace the proposal.
+    std::vector<const core::PodState*> borrowers;
+    for (core::PodSlot slot : node.pods) {
+      const core::PodState& p = ctx.state.pod(slot);
+      if (p.pod.scheduler_name == scheduler_name_ && p.pod.priority < kProductionPriority &&
+          !in_pool(p)) {
+        borrowers.push_back(&p);
+      }
+    }
+    std::sort(borrowers.begin(), borrowers.end(), [](const auto* a, const auto* b) {
+      return a->pod.priority != b->pod.priority ? a->pod.priority < b->pod.priority
+                                                : a->pod.request.Get(core::kCpu) > b->pod.request.Get(core::kCpu);
+    });
+    core::ResourceVector freed;
+    std::vector<Victim> chosen;
+    for (const core::PodState* b : borrowers) {
+      freed.Add(b->pod.request);
+      chosen.push_back(Victim{.uid = b->pod.uid.str(), .priority = b->pod.priority, .known = b});
+      if (CheckFit(*names_, ctx.pod.request, node, &freed, false).ok()) {
+        proposal->victims = std::move(chosen);
+        return true;
+      }
+    }
+  }
+  if (proposal->victims.empty()) {
+    *why = NodeVerdict{.fit = Fit::kUnresolvable,
+                       .reason = Reason::kPoolRule,
+                       .message = "berth: pool rules protect every proposed victim"};
+    return false;
+  }
+  return true;
+}
+
+}  // namespace berth::policy
