@@ -210,7 +210,7 @@ NodeVerdict PoolsFilter::Filter(const CycleContext& ctx, const core::NodeState& 
   if (!plan->home) {
     return NodeVerdict{.fit = Fit::kUnresolvable,
                        .reason = Reason::kUnknownPool,
-                       .message = StrCat("pool ", home_name, " does not exist")};
+                       .message = StrCat("berth: pool ", home_name, " does not exist")};
   }
   const core::NodeSlot slot = ctx.state.FindNodeSlot(node.node.name);
   const PoolId pool = map.PoolOf(slot);
@@ -225,20 +225,20 @@ NodeVerdict PoolsFilter::Filter(const CycleContext& ctx, const core::NodeState& 
   };
   if (borrowing.home_has_room) {
     return reject(Reason::kHomePoolHasRoom,
-                  StrCat("outside the pod's home pool ", home_name, ", which has room"));
+                  StrCat("berth: outside the pod's home pool ", home_name, ", which has room"));
   }
   if (map.pool(*plan->home).disable_borrowing) {
     return reject(Reason::kBorrowingDisabled,
-                  StrCat("home pool ", home_name, " is full and does not allow borrowing"));
+                  StrCat("berth: home pool ", home_name, " is full and does not allow borrowing"));
   }
   if (map.pool(pool).disable_sharing) {
-    return reject(Reason::kSharingDisabled, StrCat("pool ", pool_name, " does not lend its nodes"));
+    return reject(Reason::kSharingDisabled, StrCat("berth: pool ", pool_name, " does not lend its nodes"));
   }
   if (!borrowing.lender || *borrowing.lender != pool) {
     return reject(Reason::kNotLenderPool,
-                  borrowing.lender ? StrCat("home pool ", home_name, " is full; borrowing from pool ",
+                  borrowing.lender ? StrCat("berth: home pool ", home_name, " is full; borrowing from pool ",
                                             map.pool(*borrowing.lender).name, " (most free resources)")
-                               : StrCat("home pool ", home_name, " is full; no pool lends room"));
+                               : StrCat("berth: home pool ", home_name, " is full; no pool lends room"));
   }
   return NodeVerdict::Ok();
 }
