@@ -137,6 +137,7 @@ NodeSlot ClusterModel::NodeSlotFor(std::string_view name) {
     nodes_.emplace_back();
   }
   nodes_[slot].node.name = name;
+  nodes_[slot].slot = slot;
   node_by_name_.emplace(name, slot);
   return slot;
 }

@@ -41,6 +41,7 @@ struct NodeState {
   uint32_t binds_in_flight = 0;  ///< ledger entries on this node (keeps the slot alive)
   std::vector<PodSlot> pods;  ///< the bound, non-terminal pods
   uint64_t generation = 0;    ///< model generation of the last change to this slot
+  NodeSlot slot = kNoNode;    ///< this slot's own index (policies index per-node tables by it)
 
   /// allocatable - requested - assumed, per resource (may be negative when over-committed).
   ResourceVector Free() const;

@@ -379,7 +379,7 @@ Reply Service::DebugNodes(bool text) const {
   const std::vector<const core::NodeState*> nodes = SortedNodes(*view);
   const std::shared_ptr<const policy::PoolMap> pools = policy::PoolMap::Build(*view);
   auto pool_of = [&](const core::NodeState* n) -> const std::string& {
-    return pools->pool(pools->PoolOf(view->FindNodeSlot(n->node.name))).name;
+    return pools->pool(pools->PoolOf(n->slot)).name;
   };
   if (text) {
     TextTable t({"NODE", "POOL", "TOPOLOGY", "CPU FREE/ALLOC", "MEMORY FREE/ALLOC",

@@ -212,8 +212,7 @@ NodeVerdict PoolsFilter::Filter(const CycleContext& ctx, const core::NodeState& 
                        .reason = Reason::kUnknownPool,
                        .message = StrCat("berth: pool ", home_name, " does not exist")};
   }
-  const core::NodeSlot slot = ctx.state.FindNodeSlot(node.node.name);
-  const PoolId pool = map.PoolOf(slot);
+  const PoolId pool = map.PoolOf(node.slot);
   if (pool == *plan->home) return NodeVerdict::Ok();
   if (!plan->borrowing) plan->borrowing = DecideBorrowing(ctx, *plan);
   const Plan::Borrowing& borrowing = *plan->borrowing;
@@ -248,7 +247,7 @@ NodeVerdict PoolsFilter::Filter(const CycleContext& ctx, const core::NodeState& 
 bool PoolsPreempt::Review(const CycleContext& ctx, const core::NodeState& node,
                           NodeVictims* proposal, NodeVerdict* why) const {
   const std::shared_ptr<const PoolMap> map = cache_.Get(ctx.state);
-  const PoolId node_pool = map->PoolOf(ctx.state.FindNodeSlot(node.node.name));
+  const PoolId node_pool = map->PoolOf(node.slot);
   const PoolMap::Entry& pool = map->pool(node_pool);
   if (pool.disable_preemption) {
     *why = NodeVerdict{.fit = Fit::kUnresolvable,
