@@ -1,5 +1,7 @@
 #include "core/cluster_model.h"
 
+#include <mutex>
+
 #include <utility>
 
 #include "core/strings.h"
@@ -118,10 +120,10 @@ ModelEvent DeleteEventFor(const ModelEvent& upsert) {
 ClusterModel::ClusterModel(const Clock* clock) : clock_(clock) {}
 
 ClusterModel::ReadView::ReadView(const ClusterModel* model) : model_(model) {
-  model_->mu_.ReaderLock();
+  model_->mu_.lock_shared();
 }
 
-ClusterModel::ReadView::~ReadView() { model_->mu_.ReaderUnlock(); }
+ClusterModel::ReadView::~ReadView() { model_->mu_.unlock_shared(); }
 
 void ClusterModel::Touch(NodeSlot slot) { nodes_[slot].generation = generation_; }
 
@@ -152,7 +154,7 @@ void ClusterModel::MaybeFreeNodeSlot(NodeSlot slot) {
 
 ApplyStats ClusterModel::Apply(std::span<const ModelEvent> events) {
   ApplyStats stats;
-  absl::MutexLock lock(&mu_);
+  std::unique_lock<RwMutex> lock(mu_);
   for (const ModelEvent& event : events) {
     ++generation_;
     std::visit(
@@ -389,7 +391,7 @@ void ClusterModel::DeletePod(const PodDelete& del, ApplyStats* stats) {
 
 absl::StatusOr<bool> ClusterModel::Assume(std::string_view uid, std::string_view node,
                                           const PlacementCheck& check) {
-  absl::MutexLock lock(&mu_);
+  std::unique_lock<RwMutex> lock(mu_);
   auto pit = pod_by_uid_.find(uid);
   if (pit == pod_by_uid_.end()) {
     return absl::NotFoundError(StrCat("pod with uid ", uid, " is not known to berth"));
@@ -434,7 +436,7 @@ absl::StatusOr<bool> ClusterModel::Assume(std::string_view uid, std::string_view
 }
 
 void ClusterModel::BindSucceeded(std::string_view uid) {
-  absl::MutexLock lock(&mu_);
+  std::unique_lock<RwMutex> lock(mu_);
   if (auto it = ledger_.find(uid); it != ledger_.end()) {
     it->second.state = BindState::kBound;
     it->second.since = clock_->Now();
@@ -442,13 +444,13 @@ void ClusterModel::BindSucceeded(std::string_view uid) {
 }
 
 void ClusterModel::Forget(std::string_view uid) {
-  absl::MutexLock lock(&mu_);
+  std::unique_lock<RwMutex> lock(mu_);
   ++generation_;
   EraseLedger(uid);
 }
 
 absl::Status ClusterModel::ConfirmBindLocally(std::string_view uid) {
-  absl::MutexLock lock(&mu_);
+  std::unique_lock<RwMutex> lock(mu_);
   auto lit = ledger_.find(uid);
   auto pit = pod_by_uid_.find(uid);
   if (lit == ledger_.end() || pit == pod_by_uid_.end()) {
@@ -465,7 +467,7 @@ absl::Status ClusterModel::ConfirmBindLocally(std::string_view uid) {
 }
 
 int ClusterModel::ExpireBinds(absl::Duration ttl) {
-  absl::MutexLock lock(&mu_);
+  std::unique_lock<RwMutex> lock(mu_);
   const absl::Time now = clock_->Now();
   std::vector<std::string> expired;
   for (const auto& [uid, entry] : ledger_) {

@@ -20,6 +20,7 @@
 #include "absl/time/time.h"
 #include "core/clock.h"
 #include "core/objects.h"
+#include "core/rw_mutex.h"
 #include "core/resources.h"
 #include "core/strings.h"
 
@@ -284,7 +285,7 @@ class ClusterModel : private ClusterState {
   void ApplyKind(const ModelEvent& event, ApplyStats* stats) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const Clock* clock_;
-  mutable absl::Mutex mu_;
+  mutable RwMutex mu_;  // writer-preferring: see rw_mutex.h
 };
 
 }  // namespace berth::core
