@@ -10,6 +10,7 @@
 #include "core/quantity.h"
 #include "core/strings.h"
 #include "extender/json.h"
+#include "extender/k8s_codec.h"
 
 namespace berth::extender {
 namespace {
@@ -160,36 +161,13 @@ absl::StatusOr<std::optional<core::Quantity>> OptionalQuantity(simdjson::dom::ob
   std::optional<simdjson::dom::element> el = OptionalField(obj, key);
   if (!el) return std::optional<core::Quantity>();
   const JsonPath field = path.Field(key);
-  std::string number_text;
-  std::string_view text;
-  switch (el->type()) {
-    case simdjson::dom::element_type::STRING:
-      text = el->get_string().value_unsafe();
-      break;
-    case simdjson::dom::element_type::INT64:
-    case simdjson::dom::element_type::UINT64:
-    case simdjson::dom::element_type::DOUBLE: {
-      // The number's shortest text parses to the value the file wrote (0.5 -> "0.5").
-      char buf[64];
-      std::to_chars_result r{};
-      if (el->type() == simdjson::dom::element_type::INT64) {
-        r = std::to_chars(buf, buf + sizeof(buf), el->get_int64().value_unsafe());
-      } else if (el->type() == simdjson::dom::element_type::UINT64) {
-        r = std::to_chars(buf, buf + sizeof(buf), el->get_uint64().value_unsafe());
-      } else {
-        r = std::to_chars(buf, buf + sizeof(buf), el->get_double().value_unsafe());
-      }
-      number_text.assign(buf, r.ptr);
-      text = number_text;
-      break;
-    }
-    default:
-      return FieldError(field, StrCat("expected a quantity such as \"2\", \"500m\" or "
-                                      "\"8Gi\", got ", TypeName(*el)));
+  absl::StatusOr<core::Quantity> q = DecodeQuantity(*el, field);
+  if (!q.ok()) return q.status();
+  if (q->IsNegative()) {
+    const std::string written = el->is_string() ? std::string(el->get_string().value_unsafe())
+                                                : simdjson::minify(*el);
+    return FieldError(field, StrCat("expected 0 (off) or more, got ", written));
   }
-  absl::StatusOr<core::Quantity> q = core::Quantity::Parse(text);
-  if (!q.ok()) return FieldError(field, ToStd(q.status().message()));
-  if (q->IsNegative()) return FieldError(field, StrCat("expected 0 (off) or more, got ", text));
   return std::optional<core::Quantity>(*q);
 }
 

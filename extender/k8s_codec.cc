@@ -15,37 +15,6 @@ namespace {
 
 constexpr size_t kMaxNameLength = 253;
 
-absl::StatusOr<core::Quantity> QuantityOf(simdjson::dom::element el, const JsonPath& path) {
-  std::string_view text;
-  std::string number_text;
-  switch (el.type()) {
-    case simdjson::dom::element_type::STRING:
-      text = el.get_string().value_unsafe();
-      break;
-    case simdjson::dom::element_type::INT64:
-      number_text = std::to_string(el.get_int64().value_unsafe());
-      text = number_text;
-      break;
-    case simdjson::dom::element_type::UINT64:
-      number_text = std::to_string(el.get_uint64().value_unsafe());
-      text = number_text;
-      break;
-    case simdjson::dom::element_type::DOUBLE: {
-      char buf[64];
-      auto [end, ec] = std::to_chars(buf, buf + sizeof(buf), el.get_double().value_unsafe());
-      number_text.assign(buf, end);
-      text = number_text;
-      break;
-    }
-    default:
-      return FieldError(path, StrCat("expected a quantity (string or number), got ",
-                                           TypeName(el)));
-  }
-  absl::StatusOr<core::Quantity> q = core::Quantity::Parse(text);
-  if (!q.ok()) return FieldError(path, ToStd(q.status().message()));
-  return q;
-}
-
 absl::StatusOr<absl::Time> OptionalTime(simdjson::dom::object obj, std::string_view key,
                                         const JsonPath& path) {
   absl::StatusOr<std::optional<std::string_view>> s = OptionalString(obj, key, path);
@@ -253,6 +222,38 @@ std::string KindNamesText(std::string_view suffix) {
 
 }  // namespace
 
+absl::StatusOr<core::Quantity> DecodeQuantity(simdjson::dom::element el, const JsonPath& path) {
+  std::string_view text;
+  std::string number_text;
+  switch (el.type()) {
+    case simdjson::dom::element_type::STRING:
+      text = el.get_string().value_unsafe();
+      break;
+    case simdjson::dom::element_type::INT64:
+      number_text = std::to_string(el.get_int64().value_unsafe());
+      text = number_text;
+      break;
+    case simdjson::dom::element_type::UINT64:
+      number_text = std::to_string(el.get_uint64().value_unsafe());
+      text = number_text;
+      break;
+    case simdjson::dom::element_type::DOUBLE: {
+      char buf[64];
+      auto [end, ec] = std::to_chars(buf, buf + sizeof(buf), el.get_double().value_unsafe());
+      number_text.assign(buf, end);
+      text = number_text;
+      break;
+    }
+    default:
+      return FieldError(path, StrCat("expected a quantity (string or number), got ",
+                                           TypeName(el)));
+  }
+  absl::StatusOr<core::Quantity> q = core::Quantity::Parse(text);
+  if (!q.ok()) return FieldError(path, ToStd(q.status().message()));
+  return q;
+}
+
+
 absl::StatusOr<core::ResourceVector> DecodeResourceList(
     simdjson::dom::object obj, core::ResourceNames& names, const JsonPath& path, NameMode mode,
     std::vector<std::pair<std::string, int64_t>>* unknown) {
@@ -261,7 +262,7 @@ absl::StatusOr<core::ResourceVector> DecodeResourceList(
   absl::InlinedVector<std::pair<std::string_view, core::Quantity>, 8> parsed;
   for (auto [key, value] : obj) {
     const JsonPath here = path.Field(key);
-    absl::StatusOr<core::Quantity> q = QuantityOf(value, here);
+    absl::StatusOr<core::Quantity> q = DecodeQuantity(value, here);
     if (!q.ok()) return q.status();
     if (q->IsNegative()) {
       return FieldError(here, StrCat("must not be negative, got ", q->DebugString()));

@@ -7,6 +7,7 @@
 #include "absl/status/statusor.h"
 #include "core/cluster_model.h"
 #include "core/objects.h"
+#include "core/quantity.h"
 #include "core/resources.h"
 #include "extender/json.h"
 #include "nlohmann/json.hpp"
@@ -32,6 +33,9 @@ absl::StatusOr<core::Pod> DecodePod(simdjson::dom::object obj, core::ResourceNam
 /// Decodes a Kubernetes `v1.Node`. `status.allocatable` defaults to `status.capacity`.
 absl::StatusOr<core::Node> DecodeNode(simdjson::dom::object obj, core::ResourceNames& names,
                                       const JsonPath& path);
+
+/// Decodes one Kubernetes quantity: a string ("500m", "8Gi") or a JSON number.
+absl::StatusOr<core::Quantity> DecodeQuantity(simdjson::dom::element el, const JsonPath& path);
 
 /// Decodes a `resources.requests`-style map of resource name -> Quantity (string or number).
 /// With NameMode::kLookup, names not in the table are appended to `*unknown` (non-zero amounts

@@ -98,7 +98,7 @@ TEST_CASE("gpu config: errors name the file and the field", "[config][gpu]") {
   CHECK(Error(R"({"reservedMemoryPerGpu": -1024})") ==
         "c.json: gpu.reservedMemoryPerGpu: expected 0 (off) or more, got -1024");
   CHECK(Error(R"({"minCpuPerGpu": true})") ==
-        "c.json: gpu.minCpuPerGpu: expected a quantity such as \"2\", \"500m\" or \"8Gi\", got "
+        "c.json: gpu.minCpuPerGpu: expected a quantity (string or number), got "
         "a boolean");
   CHECK(Error(R"({"reservedCpuPerGpu": "2000000"})") ==
         "c.json: gpu.reservedCpuPerGpu: expected at most 1000000 cores");
