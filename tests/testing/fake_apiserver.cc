@@ -52,6 +52,27 @@ struct FakeApiServer::ResourceInfo {
 
 namespace {
 
+/// What a write may change, as kube-apiserver's strategies for resources with a status
+/// subresource decide: through `/status` only the status, through the main resource all but
+/// the status. `next` (the written object) is adjusted against `old`.
+void KeepStatusRule(bool via_status, bool has_status_subresource, const Json& old, Json* next) {
+  if (via_status) {
+    Json status = next->contains("status") ? (*next)["status"] : Json();
+    *next = old;
+    if (status.is_null()) {
+      next->erase("status");
+    } else {
+      (*next)["status"] = std::move(status);
+    }
+  } else if (has_status_subresource) {
+    if (old.contains("status")) {
+      (*next)["status"] = old.at("status");
+    } else {
+      next->erase("status");
+    }
+  }
+}
+
 using ResourceInfo = FakeApiServer::ResourceInfo;
 using Clock = std::chrono::steady_clock;
 
@@ -1585,23 +1606,7 @@ FakeApiServer::Reply FakeApiServer::ServeUpdate(const Route& route, const std::s
   if (auto bad = CheckPreconditions(preconditions, old, r.qualified(), r, route.name)) return *bad;
 
   Json next = *std::move(obj);
-  if (route.subresource == "status") {
-    // The status subresource changes only the status.
-    Json status = next.contains("status") ? next["status"] : Json();
-    next = old;
-    if (status.is_null()) {
-      next.erase("status");
-    } else {
-      next["status"] = std::move(status);
-    }
-  } else if (r.status_subresource) {
-    // ... and the main resource everything but the status.
-    if (old.contains("status")) {
-      next["status"] = old.at("status");
-    } else {
-      next.erase("status");
-    }
-  }
+  KeepStatusRule(route.subresource == "status", r.status_subresource, old, &next);
   Json& meta = next["metadata"];
   if (r.namespaced) meta["namespace"] = route.ns;
   meta["uid"] = MetaStr(old, "uid");
@@ -1675,21 +1680,7 @@ FakeApiServer::Reply FakeApiServer::ServePatch(const Route& route, const std::st
     return Invalid(r.qualified_kind(), r, route.name, "metadata.uid", "FieldValueInvalid",
                    StrCat("Invalid value: \"", MetaStr(next, "uid"), "\": field is immutable"));
   }
-  if (route.subresource == "status") {
-    Json status = next.contains("status") ? next["status"] : Json();
-    next = old;
-    if (status.is_null()) {
-      next.erase("status");
-    } else {
-      next["status"] = std::move(status);
-    }
-  } else if (r.status_subresource) {
-    if (old.contains("status")) {
-      next["status"] = old.at("status");
-    } else {
-      next.erase("status");
-    }
-  }
+  KeepStatusRule(route.subresource == "status", r.status_subresource, old, &next);
   Json& meta = next["metadata"];
   meta["uid"] = MetaStr(old, "uid");
   meta["creationTimestamp"] = MetaStr(old, "creationTimestamp");
