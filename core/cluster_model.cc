@@ -12,6 +12,7 @@ ResourceVector NodeState::Free() const {
   ResourceVector free = node.allocatable;
   free.Sub(requested);
   free.Sub(assumed);
+  free.Sub(reserved);
   return free;
 }
 
@@ -53,6 +54,16 @@ void ClusterState::ForEachPod(const std::function<void(PodSlot, const PodState&)
 const LedgerEntry* ClusterState::FindBind(std::string_view uid) const {
   auto it = ledger_.find(uid);
   return it == ledger_.end() ? nullptr : &it->second;
+}
+
+const Reservation* ClusterState::FindReservation(std::string_view uid) const {
+  auto it = reservations_.find(uid);
+  return it == reservations_.end() ? nullptr : &it->second;
+}
+
+void ClusterState::ForEachReservation(
+    const std::function<void(std::string_view, const Reservation&)>& fn) const {
+  for (const auto& [uid, r] : reservations_) fn(uid, r);
 }
 
 const Pool* ClusterState::FindPool(std::string_view name) const {
@@ -146,7 +157,7 @@ NodeSlot ClusterModel::NodeSlotFor(std::string_view name) {
 
 void ClusterModel::MaybeFreeNodeSlot(NodeSlot slot) {
   NodeState& n = nodes_[slot];
-  if (n.present || !n.pods.empty() || n.binds_in_flight > 0) return;
+  if (n.present || !n.pods.empty() || n.binds_in_flight > 0 || n.reservations > 0) return;
   node_by_name_.erase(n.node.name);
   n = NodeState{};
   free_node_slots_.push_back(slot);
@@ -305,8 +316,21 @@ void ClusterModel::EraseLedger(std::string_view uid) {
   MaybeFreeNodeSlot(slot);
 }
 
+void ClusterModel::EraseReservation(std::string_view uid) {
+  auto it = reservations_.find(uid);
+  if (it == reservations_.end()) return;
+  const NodeSlot slot = it->second.node;
+  nodes_[slot].reserved.Sub(it->second.request);
+  --nodes_[slot].reservations;
+  Touch(slot);
+  reservations_.erase(it);
+  MaybeFreeNodeSlot(slot);
+}
+
 void ClusterModel::ReconcileLedger(PodSlot slot, ApplyStats* stats) {
   const Pod& pod = pods_[slot].pod;
+  // Room held for a pod ends once it is placed (by anyone) or finished.
+  if (!pod.node_name.empty() || IsTerminal(pod.phase)) EraseReservation(pod.uid);
   auto it = ledger_.find(pod.uid);
   if (it == ledger_.end()) return;
   if (IsTerminal(pod.phase)) {
@@ -327,6 +351,7 @@ void ClusterModel::UpsertPod(Pod pod, ApplyStats* stats) {
       it != pod_by_name_.end() && pods_[it->second].pod.uid != pod.uid) {
     const std::string old_uid = pods_[it->second].pod.uid.str();
     EraseLedger(old_uid);
+    EraseReservation(old_uid);
     RemovePodSlot(it->second);
   }
   PodSlot slot;
@@ -382,9 +407,11 @@ void ClusterModel::DeletePod(const PodDelete& del, ApplyStats* stats) {
     slot = it2->second;
   } else {
     EraseLedger(del.uid);
+    EraseReservation(del.uid);
     return;  // idempotent: deleting an unknown pod changes nothing
   }
   EraseLedger(pods_[slot].pod.uid);
+  EraseReservation(pods_[slot].pod.uid);
   RemovePodSlot(slot);
   ++stats->pods_deleted;
 }
@@ -425,6 +452,8 @@ absl::StatusOr<bool> ClusterModel::Assume(std::string_view uid, std::string_view
     if (absl::Status s = check(*this, p, nodes_[slot]); !s.ok()) return s;
   }
   ++generation_;
+  // The pod's reservation (wherever it was) becomes this in-flight bind.
+  EraseReservation(uid);
   nodes_[slot].assumed.Add(p.pod.request);
   ++nodes_[slot].binds_in_flight;
   Touch(slot);
@@ -476,6 +505,52 @@ int ClusterModel::ExpireBinds(absl::Duration ttl) {
   if (!expired.empty()) ++generation_;
   for (const std::string& uid : expired) EraseLedger(uid);
   return static_cast<int>(expired.size());
+}
+
+absl::Status ClusterModel::Reserve(std::string_view uid, std::string_view node,
+                                   Reservation reservation, const ReservationCheck& check) {
+  std::unique_lock<RwMutex> lock(mu_);
+  auto pit = pod_by_uid_.find(uid);
+  if (pit == pod_by_uid_.end()) {
+    return absl::NotFoundError(StrCat("pod with uid ", uid, " is not known to berth"));
+  }
+  const Pod& pod = pods_[pit->second].pod;
+  const NodeSlot slot = FindNodeSlot(node);
+  if (slot == kNoNode) return absl::NotFoundError(StrCat("node ", node, " is not known to berth"));
+  if (!pod.node_name.empty() || ledger_.contains(uid)) {
+    return absl::FailedPreconditionError(
+        StrCat("pod ", pod.ns, "/", pod.name, " is already bound or being bound"));
+  }
+  if (check) {
+    if (absl::Status s = check(*this); !s.ok()) return s;
+  }
+  ++generation_;
+  EraseReservation(uid);
+  reservation.node = slot;
+  nodes_[slot].reserved.Add(reservation.request);
+  ++nodes_[slot].reservations;
+  Touch(slot);
+  reservations_.emplace(std::string(uid), std::move(reservation));
+  return absl::OkStatus();
+}
+
+bool ClusterModel::Unreserve(std::string_view uid) {
+  std::unique_lock<RwMutex> lock(mu_);
+  if (!reservations_.contains(uid)) return false;
+  ++generation_;
+  EraseReservation(uid);
+  return true;
+}
+
+std::vector<std::string> ClusterModel::ExpireReservations(absl::Time now) {
+  std::unique_lock<RwMutex> lock(mu_);
+  std::vector<std::string> expired;
+  for (const auto& [uid, r] : reservations_) {
+    if (r.expires <= now) expired.push_back(uid);
+  }
+  if (!expired.empty()) ++generation_;
+  for (const std::string& uid : expired) EraseReservation(uid);
+  return expired;
 }
 
 }  // namespace berth::core

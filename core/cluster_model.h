@@ -18,6 +18,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "core/checked_math.h"
 #include "core/clock.h"
 #include "core/objects.h"
 #include "core/rw_mutex.h"
@@ -39,13 +40,22 @@ struct NodeState {
   bool present = false;
   ResourceVector requested;   ///< effective requests of the bound, non-terminal pods
   ResourceVector assumed;     ///< in-flight binds (see the ledger)
+  ResourceVector reserved;    ///< room held for pods not bound yet (see Reservation)
   uint32_t binds_in_flight = 0;  ///< ledger entries on this node (keeps the slot alive)
+  uint32_t reservations = 0;     ///< reservations on this node (keeps the slot alive)
   std::vector<PodSlot> pods;  ///< the bound, non-terminal pods
   uint64_t generation = 0;    ///< model generation of the last change to this slot
   NodeSlot slot = kNoNode;    ///< this slot's own index (policies index per-node tables by it)
 
-  /// allocatable - requested - assumed, per resource (may be negative when over-committed).
+  /// allocatable - requested - assumed - reserved, per resource (may be negative when
+  /// over-committed, or while room is held for a pod whose victims are still leaving).
   ResourceVector Free() const;
+  /// Free() of one resource, without building the vector.
+  int64_t FreeOf(ResourceId id) const {
+    return SaturatingSub(
+        SaturatingSub(SaturatingSub(node.allocatable.Get(id), requested.Get(id)), assumed.Get(id)),
+        reserved.Get(id));
+  }
 };
 
 /// One pod of the model.
@@ -67,6 +77,21 @@ struct LedgerEntry {
   ResourceVector request;
   BindState state = BindState::kAssumed;
   absl::Time since;  ///< when the entry entered its current state
+};
+
+/// Room held on one node for one pod that is not bound yet, so that no other pod takes it: the
+/// room a reclaim freed for the pod it evicted for (SPEC 6.1), a gang member's planned place
+/// (SPEC 6.2). Every other pod sees the node's free room reduced by it; the pod it is held for
+/// sees it as its own. It ends when the pod binds (anywhere), is deleted or bound by someone
+/// else, is released, or expires.
+struct Reservation {
+  NodeSlot node = kNoNode;
+  ResourceVector request;
+  absl::Time expires;
+  /// Why the room is held, for /debug and filter reasons ("reclaim in pool gpu").
+  std::string purpose;
+  /// Pods evicted to make the room ("ns/name"), for reasons while they leave.
+  std::vector<std::string> evicted;
 };
 
 // Model events: exactly what the Kubernetes watch (or POST /v1/events) delivers. An upsert
@@ -138,6 +163,19 @@ class ClusterState {
   const LedgerEntry* FindBind(std::string_view uid) const;
   size_t binds_in_flight() const { return ledger_.size(); }
 
+  /// The room held for a pod, if any.
+  const Reservation* FindReservation(std::string_view uid) const;
+  size_t reservation_count() const { return reservations_.size(); }
+  /// Reservations by pod uid, in uid order.
+  void ForEachReservation(
+      const std::function<void(std::string_view uid, const Reservation&)>& fn) const;
+  /// The room on `node` held for this pod (nullptr if none there). Cheap when nothing is held.
+  const ResourceVector* OwnReservation(std::string_view uid, const NodeState& node) const {
+    if (reservations_.empty()) return nullptr;
+    const Reservation* r = FindReservation(uid);
+    return r != nullptr && r->node == node.slot ? &r->request : nullptr;
+  }
+
   // Pools, queues, PodGroups and PriorityClasses, as the API server (or POST /v1/events) last
   // described them. The `default` pool and queue always exist for policies, but the model
   // holds only real objects: a policy supplies the defaults where no object of that name exists.
@@ -179,6 +217,7 @@ class ClusterState {
   std::vector<PodSlot> free_pod_slots_;
   size_t live_pods_ = 0;
   absl::flat_hash_map<std::string, LedgerEntry, StringHash, StringEq> ledger_;  // by pod uid
+  std::map<std::string, Reservation, std::less<>> reservations_;  // by pod uid; few
   // Rare kinds (tens of objects): ordered maps, read in name order.
   std::map<std::string, Pool, std::less<>> pools_;
   std::map<std::string, Queue, std::less<>> queues_;
@@ -267,6 +306,18 @@ class ClusterModel : private ClusterState {
   /// \return how many were dropped.
   int ExpireBinds(absl::Duration ttl);
 
+  /// Holds `request` on `node` for pod `uid` until `expires` (replacing any earlier
+  /// reservation of that pod). `check` runs first under the same lock, against the state the
+  /// reservation will be made in.\return NotFound for an unknown pod or node,
+  /// FailedPrecondition for a pod that is bound or being bound, or `check`'s error.
+  using ReservationCheck = std::function<absl::Status(const ClusterState&)>;
+  absl::Status Reserve(std::string_view uid, std::string_view node, Reservation reservation,
+                       const ReservationCheck& check = nullptr);
+  /// Drops the reservation of a pod, if any.\return whether there was one.
+  bool Unreserve(std::string_view uid);
+  /// Drops reservations whose time has passed.\return the pod uids whose reservation expired.
+  std::vector<std::string> ExpireReservations(absl::Time now);
+
  private:
   NodeSlot NodeSlotFor(std::string_view name) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void MaybeFreeNodeSlot(NodeSlot slot) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -278,6 +329,7 @@ class ClusterModel : private ClusterState {
   void Uncount(PodSlot slot) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Count(PodSlot slot) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void EraseLedger(std::string_view uid) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void EraseReservation(std::string_view uid) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   /// Reconciles the ledger entry of a pod with what the pod object now says.
   void ReconcileLedger(PodSlot slot, ApplyStats* stats) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Touch(NodeSlot slot) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -45,7 +45,8 @@ absl::StatusOr<std::vector<std::string>> StringList(simdjson::dom::object obj, s
 
 absl::Status ParsePolicies(simdjson::dom::object obj, const JsonPath& path,
                            policy::PolicyConfig* out) {
-  if (auto s = CheckKnown(obj, {"filters", "scores", "preempt", "admission", "order"}, path);
+  if (auto s = CheckKnown(obj, {"filters", "scores", "preempt", "admission", "order", "reclaim"},
+                          path);
       !s.ok()) {
     return s;
   }
@@ -53,7 +54,8 @@ absl::Status ParsePolicies(simdjson::dom::object obj, const JsonPath& path,
        {std::pair<std::string_view, std::vector<std::string>*>{"filters", &out->filters},
         {"preempt", &out->preempt},
         {"admission", &out->admission},
-        {"order", &out->order}}) {
+        {"order", &out->order},
+        {"reclaim", &out->reclaim}}) {
     auto list = StringList(obj, key, path, *target);
     if (!list.ok()) return list.status();
     *target = *std::move(list);
@@ -154,6 +156,26 @@ absl::Status ParseKubernetes(simdjson::dom::object obj, const JsonPath& path, Co
   return absl::OkStatus();
 }
 
+/// The "pools" section: reclaim and Pool.status settings.
+absl::Status ParsePools(simdjson::dom::object obj, const JsonPath& path, Config* c) {
+  if (auto s = CheckKnown(obj, {"reclaimTimeoutSeconds", "statusIntervalSeconds"}, path); !s.ok()) {
+    return s;
+  }
+  if (auto s = OptionalSeconds(obj, "reclaimTimeoutSeconds", path, 0.1, 86400,
+                               &c->policy.pools.reclaim_timeout);
+      !s.ok()) {
+    return s;
+  }
+  // 0 turns status writes off.
+  std::optional<simdjson::dom::element> interval = OptionalField(obj, "statusIntervalSeconds");
+  double zero;
+  if (interval && interval->get_double().get(zero) == simdjson::SUCCESS && zero == 0) {
+    c->pool_status_interval = absl::ZeroDuration();
+    return absl::OkStatus();
+  }
+  return OptionalSeconds(obj, "statusIntervalSeconds", path, 0.1, 3600, &c->pool_status_interval);
+}
+
 /// An optional Kubernetes quantity: a string ("2", "500m", "8Gi") or a JSON number.
 absl::StatusOr<std::optional<core::Quantity>> OptionalQuantity(simdjson::dom::object obj,
                                                                std::string_view key,
@@ -230,7 +252,8 @@ absl::StatusOr<Config> ParseConfig(std::string_view json, std::string_view sourc
   if (!obj.ok()) return fail(obj.status());
   if (auto s = CheckKnown(*obj,
                           {"schedulerName", "topologyLevels", "maxRequestBytes", "httpThreads",
-                           "bindConfirmTimeoutSeconds", "policies", "binpack", "kubernetes", "gpu"},
+                           "bindConfirmTimeoutSeconds", "policies", "binpack", "kubernetes", "gpu",
+                           "pools"},
                           top);
       !s.ok()) {
     return fail(s);
@@ -302,6 +325,11 @@ absl::StatusOr<Config> ParseConfig(std::string_view json, std::string_view sourc
   if (!gpu.ok()) return fail(gpu.status());
   if (gpu->has_value()) {
     if (auto s = ParseGpu(**gpu, top.Field("gpu"), &c.policy.gpu); !s.ok()) return fail(s);
+  }
+  auto pools = OptionalObject(*obj, "pools", top);
+  if (!pools.ok()) return fail(pools.status());
+  if (pools->has_value()) {
+    if (auto s = ParsePools(**pools, top.Field("pools"), &c); !s.ok()) return fail(s);
   }
   return c;
 }

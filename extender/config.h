@@ -32,7 +32,8 @@ namespace berth::extender {
 ///                            "retryPeriodSeconds": 2}
 ///       },
 ///       "gpu": {"reservedCpuPerGpu": "2", "reservedMemoryPerGpu": "8Gi", "minCpuPerGpu": "1",
-///               "minCpuPerGpuAction": "warn"}
+///               "minCpuPerGpuAction": "warn"},
+///       "pools": {"reclaimTimeoutSeconds": 120, "statusIntervalSeconds": 10}
 ///     }
 ///
 /// The "kubernetes" section matters only in Kubernetes mode; its durations accept fractions
@@ -54,6 +55,9 @@ struct Config {
   /// Kubernetes mode: how long a watch runs before berth re-opens it (randomised up to 2x).
   absl::Duration watch_timeout = absl::Minutes(5);
   kube::LeaderElectionConfig leader_election;
+  /// Kubernetes mode: how often the leader writes pool statistics to Pool.status (only pools
+  /// whose statistics changed are written); zero turns it off.
+  absl::Duration pool_status_interval = absl::Seconds(10);
 };
 
 /// Parses a configuration document. \param source names the file in errors.

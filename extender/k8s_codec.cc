@@ -858,6 +858,32 @@ nlohmann::json EncodeTime(absl::Time t) {
   return absl::FormatTime("%Y-%m-%dT%H:%M:%E*SZ", t, absl::UTCTimeZone());
 }
 
+nlohmann::json EncodePoolStats(const policy::PoolStats& stats, const core::ResourceNames& names) {
+  // The seed's resource columns: cpu, gpu, memory, storage.
+  static constexpr std::array<std::pair<const char*, core::ResourceId>, 4> kColumns = {
+      {{"cpu", core::kCpu},
+       {"nvidia.com/gpu", core::kNvidiaGpu},
+       {"memory", core::kMemory},
+       {"ephemeral-storage", core::kEphemeralStorage}}};
+  static constexpr std::array<std::pair<const char*, policy::PoolStats::Row policy::PoolStats::*>, 6>
+      kRows = {{{"capacity", &policy::PoolStats::capacity},
+                {"allocatable", &policy::PoolStats::allocatable},
+                {"used", &policy::PoolStats::used},
+                {"shared", &policy::PoolStats::shared},
+                {"borrowed", &policy::PoolStats::borrowed},
+                {"pending", &policy::PoolStats::pending}}};
+  nlohmann::json out = {{"flags", stats.Flags()}};
+  for (const auto& [key, member] : kRows) {
+    const policy::PoolStats::Row& r = stats.*member;
+    nlohmann::json row = nlohmann::json::object();
+    for (const auto& [name, id] : kColumns) row[name] = core::FormatAmount(names, id, r.resources.Get(id));
+    row["nodes"] = r.nodes;
+    row["pods"] = r.pods;
+    out[key] = std::move(row);
+  }
+  return out;
+}
+
 nlohmann::json EncodeResourceList(const core::ResourceVector& v, const core::ResourceNames& names) {
   nlohmann::json out = nlohmann::json::object();
   for (size_t i = 0; i < v.size(); ++i) {

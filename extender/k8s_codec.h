@@ -10,6 +10,7 @@
 #include "core/quantity.h"
 #include "core/resources.h"
 #include "extender/json.h"
+#include "policy/pools/pools.h"
 #include "nlohmann/json.hpp"
 #include "simdjson.h"
 
@@ -128,5 +129,11 @@ nlohmann::json EncodeResourceList(const core::ResourceVector& v, const core::Res
 
 /// RFC 3339 text of a time, or null for InfinitePast.
 nlohmann::json EncodeTime(absl::Time t);
+
+/// Pool statistics as GET /debug/pools and Pool.status (kube::PoolStatusWriter) show them:
+/// `flags` and the rows `capacity`, `allocatable`, `used`, `shared`, `borrowed`, `pending`. Every
+/// row has the same keys whatever the amounts: `cpu`, `nvidia.com/gpu`, `memory`,
+/// `ephemeral-storage` (quantity strings, "0" for none) and `nodes`, `pods` (integers).
+nlohmann::json EncodePoolStats(const policy::PoolStats& stats, const core::ResourceNames& names);
 
 }  // namespace berth::extender

@@ -160,6 +160,7 @@ int Serve() {
                          .scheduler_name = config.scheduler_name,
                          .topology_levels = config.topology_levels,
                          .bind_confirm_timeout = config.bind_confirm_timeout,
+                         .reclaim_timeout = config.policy.pools.reclaim_timeout,
                          .version = kVersion,
                          .git_commit = kGitCommit,
                          .build_type = kBuildType};
@@ -177,6 +178,8 @@ int Serve() {
     kopts.reflector.watch_timeout = config.watch_timeout;
     kopts.leader_election = config.leader_election;
     kopts.client.user_agent = StrCat("berth/", kVersion);
+    kopts.scheduler_name = config.scheduler_name;
+    kopts.pool_status_interval = config.pool_status_interval;
     absl::StatusOr<std::unique_ptr<kube::KubernetesRuntime>> rt =
         kube::KubernetesRuntime::Create(*std::move(kc), kopts, &model);
     if (!rt.ok()) return Fail(ToStd(rt.status().message()));
@@ -185,6 +188,13 @@ int Serve() {
     source = StrCat("kubernetes, ", runtime->client().server());
   }
   Service service(options, &model, *std::move(pipeline), binder, &clock);
+  // Reclaim evicts through the Eviction API in Kubernetes mode (standalone mode's default
+  // evictor removes the pod from the model).
+  std::unique_ptr<kube::KubeEvictor> evictor;
+  if (runtime) {
+    evictor = std::make_unique<kube::KubeEvictor>(&runtime->writer());
+    service.SetEvictor(evictor.get());
+  }
 
   if (!kubernetes) {
     std::string text;
@@ -235,7 +245,12 @@ int Serve() {
     int ticks = 0;
     while (!stopping) {
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      // Pool statistics of a model still being listed would be wrong: wait for the first lists.
+      if (runtime && runtime->synced()) runtime->pool_status().Tick(absl::Now());
       if (++ticks % 50 != 0) continue;
+      if (!runtime || runtime->synced()) {
+        if (int n = service.Housekeeping(); n > 0) spdlog::info("started {} reclaim(s)", n);
+      }
       if (int n = model.ExpireBinds(config.bind_confirm_timeout); n > 0) {
         spdlog::warn("released {} bind(s) never confirmed within the timeout", n);
       }

@@ -1,7 +1,6 @@
 #include "extender/service.h"
 
 #include <algorithm>
-#include <cctype>
 
 #include "core/strings.h"
 #include "extender/json.h"
@@ -96,6 +95,13 @@ std::vector<const core::PodState*> SortedPods(const core::ClusterState& state, K
 
 }  // namespace
 
+absl::Status LocalEvictor::Evict(const core::Pod& victim, const core::Pod& for_pod,
+                                 std::string_view why) {
+  spdlog::info("evicting pod={} for pod={} ({})", victim.Key(), for_pod.Key(), why);
+  model_->Apply(core::PodDelete{.uid = victim.uid.str(), .ns = victim.ns.str(), .name = victim.name.str()});
+  return absl::OkStatus();
+}
+
 absl::Status LocalBinder::Bind(const core::Pod& pod, std::string_view node) {
   (void)node;  // the ledger entry already names the node
   return model_->ConfirmBindLocally(pod.uid);
@@ -119,7 +125,12 @@ Service::Service(ServiceOptions options, core::ClusterModel* model,
       model_(model),
       pipeline_(std::move(pipeline)),
       binder_(binder),
-      clock_(clock) {}
+      clock_(clock) {
+  if (options_.mode == Mode::kStandalone) {
+    local_evictor_ = std::make_unique<LocalEvictor>(model_);
+    evictor_ = local_evictor_.get();
+  }
+}
 
 void Service::Learn(const core::Pod& pod, std::vector<core::Node> nodes) {
   if (options_.mode != Mode::kStandalone) return;
@@ -151,12 +162,36 @@ Reply Service::Filter(std::string_view body) {
     }
     Learn(args->pod, std::move(nodes));
   }
-  std::vector<policy::NodeVerdict> verdicts;
-  {
+  auto run = [&](bool reclaim_blocked = false) {
     auto view = model_->Read();
-    const policy::CycleContext ctx{
-        .state = *view, .pod = args->pod, .now = clock_->Now(), .explain = false};
-    verdicts = pipeline_->Filter(ctx, args->node_names);
+    const policy::CycleContext ctx{.state = *view,
+                                   .pod = args->pod,
+                                   .now = clock_->Now(),
+                                   .explain = false,
+                                   .reclaim_blocked = reclaim_blocked};
+    return pipeline_->Filter(ctx, args->node_names);
+  };
+  auto none_fit = [](const std::vector<policy::NodeVerdict>& v) {
+    return std::none_of(v.begin(), v.end(), [](const policy::NodeVerdict& x) { return x.ok(); });
+  };
+  std::vector<policy::NodeVerdict> verdicts = run();
+  if (none_fit(verdicts) && args->pod.scheduler_name == options_.scheduler_name) {
+    // Preempt first, then borrow: make room in the pod's home pool. In standalone mode the
+    // victims are gone at once, so the pod may fit now.
+    switch (MaybeReclaim(args->pod)) {
+      case Reclaim::kNone: break;
+      case Reclaim::kHeld: verdicts = run(); break;
+      case Reclaim::kBlocked: verdicts = run(/*reclaim_blocked=*/true); break;
+    }
+    if (none_fit(verdicts)) {
+      auto view = model_->Read();
+      if (const core::Reservation* r = view->FindReservation(args->pod.uid)) {
+        const policy::NodeVerdict waiting = policy::ReclaimInProgressVerdict(*view, *r);
+        for (policy::NodeVerdict& v : verdicts) {
+          if (v.reason != policy::Reason::kUnknownNode) v = waiting;
+        }
+      }
+    }
   }
   if (spdlog::should_log(spdlog::level::debug)) {
     size_t fit = std::count_if(verdicts.begin(), verdicts.end(),
@@ -165,6 +200,99 @@ Reply Service::Filter(std::string_view body) {
                   verdicts.size(), fit);
   }
   return Reply{.status = 200, .body = EncodeFilterResult(*args, verdicts)};
+}
+
+Service::Reclaim Service::MaybeReclaim(const core::Pod& pod) {
+  if (evictor_ == nullptr || pod.scheduler_name != options_.scheduler_name) return Reclaim::kNone;
+  if (!evictor_->CanEvict().ok()) return Reclaim::kNone;
+  absl::MutexLock lock(&reclaim_mu_);
+  std::optional<policy::ReclaimPlan> plan;
+  std::vector<core::Pod> victims;
+  core::Pod known;
+  core::Reservation hold;
+  {
+    auto view = model_->Read();
+    const core::PodState* p = view->FindPod(pod.uid);
+    if (p == nullptr) return Reclaim::kNone;
+    if (view->FindReservation(pod.uid) != nullptr) return Reclaim::kHeld;
+    known = p->pod;
+    const policy::CycleContext ctx{
+        .state = *view, .pod = known, .now = clock_->Now(), .explain = false};
+    plan = pipeline_->PlanReclaim(ctx);
+    if (!plan) return Reclaim::kNone;
+    for (const core::PodState* v : plan->victims) {
+      victims.push_back(v->pod);
+      hold.evicted.push_back(v->pod.Key());
+    }
+    hold.request = known.request;
+    hold.expires = clock_->Now() + options_.reclaim_timeout;
+    hold.purpose = plan->purpose;
+  }
+  // Hold the room before evicting, so that nothing else takes it as the victims leave. The
+  // check runs under the model's write lock: the victims must still be there as planned.
+  absl::Status held = model_->Reserve(
+      known.uid, plan->node, hold, [&](const core::ClusterState& state) -> absl::Status {
+        for (const core::Pod& v : victims) {
+          const core::PodState* now = state.FindPod(v.uid);
+          if (now == nullptr || now->pod.terminating || now->pod.node_name != v.node_name) {
+            return absl::AbortedError(StrCat("victim ", v.Key(), " changed meanwhile"));
+          }
+        }
+        return absl::OkStatus();
+      });
+  if (!held.ok()) {
+    spdlog::info("reclaim for pod={} not started: {}", known.Key(), ToStd(held.message()));
+    return Reclaim::kNone;
+  }
+  std::string names;
+  for (const core::Pod& v : victims) StrAppend(&names, names.empty() ? "" : ", ", v.Key());
+  spdlog::info("{} for pod={}: holding room on node {}, evicting [{}]", plan->purpose, known.Key(),
+               plan->node, names);
+  for (const core::Pod& v : victims) {
+    if (absl::Status s = evictor_->Evict(v, known, plan->purpose); !s.ok()) {
+      // A disruption budget (or a lost leadership) stops the reclaim: release the room so the
+      // pod may borrow, and try again on its next cycle.
+      spdlog::warn("{} for pod={}: evicting {} failed: {}; room released", plan->purpose,
+                   known.Key(), v.Key(), ToStd(s.message()));
+      model_->Unreserve(known.uid);
+      return Reclaim::kBlocked;
+    }
+  }
+  return Reclaim::kHeld;
+}
+
+/// How long a pending pod waits for kube-scheduler before housekeeping reclaims for it.
+constexpr absl::Duration kReclaimPendingAfter = absl::Seconds(5);
+
+int Service::Housekeeping() {
+  const absl::Time now = clock_->Now();
+  for (const std::string& uid : model_->ExpireReservations(now)) {
+    spdlog::info("room held for pod uid={} released: its time ran out", uid);
+  }
+  if (options_.mode != Mode::kKubernetes || evictor_ == nullptr || !evictor_->CanEvict().ok()) {
+    return 0;
+  }
+  std::vector<core::Pod> pending;
+  {
+    auto view = model_->Read();
+    view->ForEachPod([&](core::PodSlot, const core::PodState& p) {
+      if (p.pod.scheduler_name != options_.scheduler_name || !p.pod.node_name.empty() ||
+          p.pod.terminating || core::IsTerminal(p.pod.phase) ||
+          now - p.pod.creation < kReclaimPendingAfter ||
+          view->FindBind(p.pod.uid.view()) != nullptr ||
+          view->FindReservation(p.pod.uid.view()) != nullptr) {
+        return;
+      }
+      pending.push_back(p.pod);
+    });
+  }
+  // Highest priority first, then oldest, as the pods would have been tried.
+  std::sort(pending.begin(), pending.end(), [](const core::Pod& a, const core::Pod& b) {
+    return a.priority != b.priority ? a.priority > b.priority : a.creation < b.creation;
+  });
+  int started = 0;
+  for (const core::Pod& p : pending) started += MaybeReclaim(p) == Reclaim::kHeld ? 1 : 0;
+  return started;
 }
 
 Reply Service::Prioritize(std::string_view body) {
@@ -407,6 +535,7 @@ Reply Service::DebugNodes(bool text) const {
                    {"allocatable", EncodeResourceList(n->node.allocatable, names)},
                    {"used", EncodeResourceList(n->requested, names)},
                    {"reserved", EncodeResourceList(n->assumed, names)},
+                   {"held", EncodeResourceList(n->reserved, names)},
                    {"free", EncodeResourceList(n->Free(), names)},
                    {"pods", n->pods.size()}});
   }
@@ -421,15 +550,15 @@ Reply Service::DebugPools(bool text) const {
   const std::shared_ptr<const policy::PoolMap> map = policy::PoolMap::Build(*view);
   const std::vector<policy::PoolStats> stats =
       policy::ComputePoolStats(*view, *map, options_.scheduler_name);
-  // The seed's resource columns: cpu, gpu, memory, storage, nodes, pods.
-  const std::vector<std::pair<const char*, core::ResourceId>> columns = {
-      {"cpu", core::kCpu}, {"nvidia.com/gpu", core::kNvidiaGpu}, {"memory", core::kMemory},
-      {"ephemeral-storage", core::kEphemeralStorage}};
-  const std::vector<std::pair<const char*, const policy::PoolStats::Row policy::PoolStats::*>> rows = {
-      {"Capacity", &policy::PoolStats::capacity}, {"Allocatable", &policy::PoolStats::allocatable},
-      {"Used", &policy::PoolStats::used},         {"Shared", &policy::PoolStats::shared},
-      {"Borrowed", &policy::PoolStats::borrowed}, {"Pending", &policy::PoolStats::pending}};
   if (text) {
+    // The seed's resource columns: cpu, gpu, memory, storage, nodes, pods.
+    const std::vector<std::pair<const char*, core::ResourceId>> columns = {
+        {"cpu", core::kCpu}, {"nvidia.com/gpu", core::kNvidiaGpu}, {"memory", core::kMemory},
+        {"ephemeral-storage", core::kEphemeralStorage}};
+    const std::vector<std::pair<const char*, const policy::PoolStats::Row policy::PoolStats::*>> rows = {
+        {"Capacity", &policy::PoolStats::capacity}, {"Allocatable", &policy::PoolStats::allocatable},
+        {"Used", &policy::PoolStats::used},         {"Shared", &policy::PoolStats::shared},
+        {"Borrowed", &policy::PoolStats::borrowed}, {"Pending", &policy::PoolStats::pending}};
     TextTable t({"POOL", "FLAGS", "", "CPU", "GPU", "MEMORY", "STORAGE", "NODES", "PODS"});
     for (const policy::PoolStats& p : stats) {
       bool first = true;
@@ -449,21 +578,11 @@ Reply Service::DebugPools(bool text) const {
   }
   nlohmann::json arr = nlohmann::json::array();
   for (const policy::PoolStats& p : stats) {
-    nlohmann::json j = {{"name", p.name},
-                        {"flags", p.Flags()},
-                        {"disablePreemption", p.disable_preemption},
-                        {"disableBorrowing", p.disable_borrowing},
-                        {"disableSharing", p.disable_sharing}};
-    for (const auto& [label, member] : rows) {
-      const policy::PoolStats::Row& r = p.*member;
-      nlohmann::json row = nlohmann::json::object();
-      for (const auto& [name, id] : columns) row[name] = core::FormatAmount(names, id, r.resources.Get(id));
-      row["nodes"] = r.nodes;
-      row["pods"] = r.pods;
-      std::string key(label);
-      key[0] = static_cast<char>(std::tolower(static_cast<unsigned char>(key[0])));
-      j[key] = std::move(row);
-    }
+    nlohmann::json j = EncodePoolStats(p, names);
+    j["name"] = p.name;
+    j["disablePreemption"] = p.disable_preemption;
+    j["disableBorrowing"] = p.disable_borrowing;
+    j["disableSharing"] = p.disable_sharing;
     arr.push_back(std::move(j));
   }
   return JsonReply(200, {{"generation", view->generation()}, {"pools", std::move(arr)}});

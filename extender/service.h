@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "core/clock.h"
 #include "core/cluster_model.h"
@@ -43,6 +44,29 @@ class LocalBinder final : public BinderInterface {
   core::ClusterModel* model_;
 };
 
+/// Evicts pods to make room for another (pool reclaim). Standalone mode deletes them from the
+/// model; Kubernetes mode uses the Eviction API, which honours PodDisruptionBudgets.
+class EvictorInterface {
+ public:
+  virtual ~EvictorInterface() = default;
+  /// Whether this process may evict at all (Kubernetes mode: only the elected leader does).
+  virtual absl::Status CanEvict() const { return absl::OkStatus(); }
+  /// Evicts `victim` to make room for `for_pod`; `why` says what for ("reclaim in pool gpu").
+  virtual absl::Status Evict(const core::Pod& victim, const core::Pod& for_pod,
+                             std::string_view why) = 0;
+};
+
+/// Standalone evictor: the pod is gone from the model at once, as if it had exited.
+class LocalEvictor final : public EvictorInterface {
+ public:
+  explicit LocalEvictor(core::ClusterModel* model) : model_(model) {}
+  absl::Status Evict(const core::Pod& victim, const core::Pod& for_pod,
+                     std::string_view why) override;
+
+ private:
+  core::ClusterModel* model_;
+};
+
 struct ServiceOptions {
   Mode mode = Mode::kStandalone;
   /// Pods of this schedulerName are berth's own ("managed"); others only take capacity.
@@ -52,6 +76,8 @@ struct ServiceOptions {
                                               "berth.io/leaf"};
   /// How long a bind waits for the pod watch to confirm it before its held room is released.
   absl::Duration bind_confirm_timeout = absl::Minutes(10);
+  /// How long room freed by a reclaim stays held for its pod (config pools.reclaimTimeoutSeconds).
+  absl::Duration reclaim_timeout = absl::Minutes(2);
   std::string version = "0.0.0";
   std::string git_commit = "unknown";
   std::string build_type = "unknown";
@@ -99,6 +125,16 @@ class Service {
   /// \return the number of objects loaded.
   absl::StatusOr<size_t> LoadList(std::string_view json, std::string_view source);
 
+  /// Where reclaim evictions go; standalone mode defaults to a LocalEvictor, Kubernetes mode
+  /// reclaims nothing until one is set. Set before serving.
+  void SetEvictor(EvictorInterface* evictor) { evictor_ = evictor; }
+
+  /// Housekeeping (called every few seconds): releases room held past its time, and starts
+  /// reclaims for berth's pending pods that kube-scheduler has not brought to filter (a pod no
+  /// node fits in kube-scheduler's own filters never reaches berth's filter).
+  /// \return the number of reclaims started.
+  int Housekeeping();
+
   void SetReady(bool ready) { ready_.store(ready); }
   const ServiceOptions& options() const { return options_; }
   core::ClusterModel& model() { return *model_; }
@@ -107,11 +143,21 @@ class Service {
   /// Standalone mode learns the pod (and full nodes) a verb carries if the model lacks them.
   void Learn(const core::Pod& pod, std::vector<core::Node> nodes);
   std::vector<std::string> TopologyPath(const core::Node& node) const;
+  /// What MaybeReclaim did.
+  enum class Reclaim { kNone, kHeld, kBlocked };
+  /// Plans and carries out a reclaim for a berth pod no candidate takes: holds the room for it,
+  /// then evicts the victims. kHeld: room is held for the pod (now or from before); kBlocked: an
+  /// eviction was refused and the room released.
+  Reclaim MaybeReclaim(const core::Pod& pod);
 
   ServiceOptions options_;
   core::ClusterModel* model_;
   std::unique_ptr<policy::Pipeline> pipeline_;
   BinderInterface* binder_;
+  std::unique_ptr<LocalEvictor> local_evictor_;
+  EvictorInterface* evictor_ = nullptr;
+  /// One reclaim at a time: two filters of one pod must not both evict.
+  absl::Mutex reclaim_mu_;
   const core::Clock* clock_;
   std::atomic<bool> ready_{false};
 };

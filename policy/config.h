@@ -5,6 +5,8 @@
 #include <utility>
 #include <vector>
 
+#include "absl/time/time.h"
+
 namespace berth::policy {
 
 /// Settings of the binpack score module.
@@ -29,6 +31,13 @@ struct GpuConfig {
   MinCpuAction min_cpu_action = MinCpuAction::kWarn;
 };
 
+/// Settings of the pools modules.
+struct PoolsConfig {
+  /// How long room freed by a reclaim stays held for the pod it was freed for: until the pod
+  /// binds, or this long (evicted pods get their termination grace period to exit).
+  absl::Duration reclaim_timeout = absl::Minutes(2);
+};
+
 /// Which policy modules run for each verb, with their settings. Names refer to the registry
 /// (BuildDefaultRegistry); order matters for filters (the first failing rule is reported).
 struct PolicyConfig {
@@ -41,8 +50,11 @@ struct PolicyConfig {
   std::vector<std::string> preempt = {"pools", "resource-fit"};
   std::vector<std::string> admission = {"gpu-min-cpu"};
   std::vector<std::string> order;
+  /// Modules that make room for a pod by evicting others (SPEC 6.1: pool reclaim).
+  std::vector<std::string> reclaim = {"pools"};
   BinpackConfig binpack;
   GpuConfig gpu;
+  PoolsConfig pools;
 };
 
 }  // namespace berth::policy

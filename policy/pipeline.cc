@@ -17,12 +17,14 @@ Pipeline::Pipeline(std::vector<std::unique_ptr<AdmissionPolicyInterface>> admiss
                    std::vector<std::unique_ptr<FilterPolicyInterface>> filters,
                    std::vector<WeightedScore> scores,
                    std::vector<std::unique_ptr<PreemptPolicyInterface>> preempt,
-                   std::vector<std::unique_ptr<OrderPolicyInterface>> order)
+                   std::vector<std::unique_ptr<OrderPolicyInterface>> order,
+                   std::vector<std::unique_ptr<ReclaimPolicyInterface>> reclaim)
     : admission_(std::move(admission)),
       filters_(std::move(filters)),
       scores_(std::move(scores)),
       preempt_(std::move(preempt)),
-      order_(std::move(order)) {
+      order_(std::move(order)),
+      reclaim_(std::move(reclaim)) {
   for (const WeightedScore& s : scores_) total_weight_ += s.weight;
 }
 
@@ -60,6 +62,14 @@ std::vector<NodeVerdict> Pipeline::Filter(const CycleContext& ctx,
     }
   }
   return out;
+}
+
+std::optional<ReclaimPlan> Pipeline::PlanReclaim(const CycleContext& ctx) const {
+  if (reclaim_.empty() || !Admit(ctx).ok()) return std::nullopt;
+  for (const auto& r : reclaim_) {
+    if (std::optional<ReclaimPlan> plan = r->Plan(ctx)) return plan;
+  }
+  return std::nullopt;
 }
 
 int64_t Pipeline::ScoreNode(const CycleContext& ctx, const core::NodeState& node) const {
@@ -128,6 +138,7 @@ std::vector<std::string> Pipeline::Describe() const {
   for (const auto& s : scores_) out.push_back(StrCat("score:", s.policy->Name(), "*", s.weight));
   for (const auto& p : preempt_) out.push_back(StrCat("preempt:", p->Name()));
   for (const auto& o : order_) out.push_back(StrCat("order:", o->Name()));
+  for (const auto& r : reclaim_) out.push_back(StrCat("reclaim:", r->Name()));
   return out;
 }
 

@@ -29,7 +29,8 @@ class Pipeline {
            std::vector<std::unique_ptr<FilterPolicyInterface>> filters,
            std::vector<WeightedScore> scores,
            std::vector<std::unique_ptr<PreemptPolicyInterface>> preempt,
-           std::vector<std::unique_ptr<OrderPolicyInterface>> order);
+           std::vector<std::unique_ptr<OrderPolicyInterface>> order,
+           std::vector<std::unique_ptr<ReclaimPolicyInterface>> reclaim = {});
 
   /// The pod-level gate. kFit when every admission module agrees.
   NodeVerdict Admit(const CycleContext& ctx) const;
@@ -58,6 +59,9 @@ class Pipeline {
 
   const std::vector<std::unique_ptr<OrderPolicyInterface>>& order() const { return order_; }
 
+  /// The first reclaim module's plan for a pod no candidate takes (nullopt: none reclaims).
+  std::optional<ReclaimPlan> PlanReclaim(const CycleContext& ctx) const;
+
   /// Module names per verb, for /debug and logs.
   std::vector<std::string> Describe() const;
 
@@ -68,6 +72,7 @@ class Pipeline {
   int64_t total_weight_ = 0;
   std::vector<std::unique_ptr<PreemptPolicyInterface>> preempt_;
   std::vector<std::unique_ptr<OrderPolicyInterface>> order_;
+  std::vector<std::unique_ptr<ReclaimPolicyInterface>> reclaim_;
 };
 
 /// The verdict for a node berth has never heard of.

@@ -2,6 +2,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -51,6 +52,9 @@ struct CycleContext {
   /// Per-decision memo; null when the caller checks a single node (a module then computes what
   /// it needs for that call alone).
   CycleMemo* memo = nullptr;
+  /// A reclaim for this pod was tried in this cycle and could not evict (a disruption budget):
+  /// the pod may borrow instead (seed 004: "if eviction fails, borrowing is allowed").
+  bool reclaim_blocked = false;
 };
 
 /// Per-node filter. Called once per candidate node; must be pure and thread-safe.
@@ -105,6 +109,26 @@ class AdmissionPolicyInterface {
   virtual std::string_view Name() const = 0;
   /// \return kFit to let the pod through, or the reason it waits (applied to every node).
   virtual NodeVerdict Admit(const CycleContext& ctx) const = 0;
+};
+
+/// A reclaim a module wants carried out: evict `victims` on `node` and hold room there for the
+/// pod (SPEC 6.1). The pointers are into the state the plan was made from.
+struct ReclaimPlan {
+  std::string node;
+  std::vector<const core::PodState*> victims;  ///< in eviction order, cheapest first
+  /// Why, for the reservation, logs and events ("reclaim in pool gpu").
+  std::string purpose;
+};
+
+/// Makes room for a pod that no candidate node takes by evicting others (pool reclaim). The
+/// extender carries the plan out: it holds the room for the pod, then evicts the victims.
+class ReclaimPolicyInterface {
+ public:
+  virtual ~ReclaimPolicyInterface() = default;
+  virtual std::string_view Name() const = 0;
+  ///\return the reclaim to carry out for `ctx.pod`, or nullopt when this module does not
+  /// reclaim for it. Called only for berth's own pods that have no room held already.
+  virtual std::optional<ReclaimPlan> Plan(const CycleContext& ctx) const = 0;
 };
 
 /// Order between pending pods (the admission order of queues and gangs).

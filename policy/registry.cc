@@ -74,6 +74,10 @@ absl::Status Registry::RegisterOrder(std::string name, Factory<OrderPolicyInterf
   return Insert(order_, "order", std::move(name), std::move(f));
 }
 
+absl::Status Registry::RegisterReclaim(std::string name, Factory<ReclaimPolicyInterface> f) {
+  return Insert(reclaim_, "reclaim", std::move(name), std::move(f));
+}
+
 std::vector<std::string> Registry::FilterNames() const { return Names(filters_); }
 std::vector<std::string> Registry::ScoreNames() const { return Names(scores_); }
 
@@ -102,8 +106,11 @@ absl::StatusOr<std::unique_ptr<Pipeline>> Registry::Build(const PolicyConfig& co
   if (!preempt.ok()) return preempt.status();
   auto order = BuildAll(order_, "order", config.order, ctx);
   if (!order.ok()) return order.status();
+  auto reclaim = BuildAll(reclaim_, "reclaim", config.reclaim, ctx);
+  if (!reclaim.ok()) return reclaim.status();
   return std::make_unique<Pipeline>(*std::move(admission), *std::move(filters),
-                                    std::move(weighted), *std::move(preempt), *std::move(order));
+                                    std::move(weighted), *std::move(preempt), *std::move(order),
+                                    *std::move(reclaim));
 }
 
 Registry BuildDefaultRegistry() {
@@ -121,7 +128,11 @@ Registry BuildDefaultRegistry() {
   });
   (void)r.RegisterFilter("pools", [](const BuildContext& ctx)
                              -> absl::StatusOr<std::unique_ptr<FilterPolicyInterface>> {
-    return std::make_unique<PoolsFilter>(&ctx.resources);
+    return std::make_unique<PoolsFilter>(ctx.config.scheduler_name);
+  });
+  (void)r.RegisterReclaim("pools", [](const BuildContext& ctx)
+                              -> absl::StatusOr<std::unique_ptr<ReclaimPolicyInterface>> {
+    return std::make_unique<PoolsReclaim>(ctx.config.scheduler_name);
   });
   (void)r.RegisterPreempt("pools", [](const BuildContext& ctx)
                               -> absl::StatusOr<std::unique_ptr<PreemptPolicyInterface>> {

@@ -33,6 +33,7 @@ class Registry {
   absl::Status RegisterPreempt(std::string name, Factory<PreemptPolicyInterface> f);
   absl::Status RegisterAdmission(std::string name, Factory<AdmissionPolicyInterface> f);
   absl::Status RegisterOrder(std::string name, Factory<OrderPolicyInterface> f);
+  absl::Status RegisterReclaim(std::string name, Factory<ReclaimPolicyInterface> f);
 
   /// Builds the pipeline `config` asks for. Unknown or repeated module names are errors that
   /// name the module and list the known ones.
@@ -49,6 +50,7 @@ class Registry {
   std::map<std::string, Factory<PreemptPolicyInterface>> preempt_;
   std::map<std::string, Factory<AdmissionPolicyInterface>> admission_;
   std::map<std::string, Factory<OrderPolicyInterface>> order_;
+  std::map<std::string, Factory<ReclaimPolicyInterface>> reclaim_;
 };
 
 /// The one place that lists every policy module berth has.

@@ -16,6 +16,7 @@ std::string_view ReasonCode(Reason reason) {
     case Reason::kSharingDisabled: return "SharingDisabled";
     case Reason::kNotLenderPool: return "NotLenderPool";
     case Reason::kPoolRule: return "PoolRule";
+    case Reason::kReclaiming: return "Reclaiming";
     case Reason::kGpuReserved: return "GpuReserved";
     case Reason::kCpuPerGpuTooLow: return "CpuPerGpuTooLow";
   }

@@ -27,6 +27,7 @@ enum class Reason : uint8_t {
   kSharingDisabled,       ///< the node's pool does not lend its nodes
   kNotLenderPool,         ///< borrowing goes to another pool (most free resources)
   kPoolRule,              ///< a preemption victim that pool rules protect
+  kReclaiming,            ///< room is being reclaimed for the pod in its home pool
   // GPU placement (SPEC 6.7).
   kGpuReserved,           ///< a CPU-only pod would take the CPU or memory kept for free GPUs
   kCpuPerGpuTooLow,       ///< a GPU pod requests less CPU per GPU than gpu.minCpuPerGpu

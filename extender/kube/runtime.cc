@@ -69,6 +69,9 @@ absl::StatusOr<std::unique_ptr<KubernetesRuntime>> KubernetesRuntime::Create(
   }
   rt->writer_ = std::make_unique<KubeWriter>(rt->client_.get(), rt->elector_.get(), options.writer);
   rt->binder_ = std::make_unique<KubeBinder>(rt->writer_.get());
+  rt->pool_status_ = std::make_unique<PoolStatusWriter>(
+      rt->client_.get(), rt->elector_.get(), model, options.scheduler_name,
+      options.pool_status_interval);
   for (ResourceSpec& spec : WatchedResources()) {
     rt->reflectors_.push_back(
         std::make_unique<Reflector>(rt->client_.get(), std::move(spec), model, options.reflector));

@@ -7,10 +7,12 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "core/cluster_model.h"
 #include "extender/kube/client.h"
 #include "extender/kube/kubeconfig.h"
 #include "extender/kube/leader.h"
+#include "extender/kube/pool_status.h"
 #include "extender/kube/reflector.h"
 #include "extender/kube/writer.h"
 
@@ -21,6 +23,10 @@ struct KubernetesOptions {
   LeaderElectionConfig leader_election;
   ClientOptions client;
   WriterOptions writer;
+  /// Pool.status writes (PoolStatusWriter): pods of this scheduler have home pools; the leader
+  /// writes at most once per interval; zero turns them off.
+  std::string scheduler_name = "berth-scheduler";
+  absl::Duration pool_status_interval = absl::Seconds(10);
 };
 
 /// The collections berth watches: nodes, every pod that holds or will hold capacity (all
@@ -30,7 +36,8 @@ struct KubernetesOptions {
 std::vector<ResourceSpec> WatchedResources();
 
 /// Kubernetes mode: one API client, a reflector per watched collection feeding the model, the
-/// leader elector, and the writer that binds, evicts, records events and patches pods.
+/// leader elector, the writer that binds, evicts, records events and patches pods, and the
+/// writer of Pool.status.
 class KubernetesRuntime {
  public:
   static absl::StatusOr<std::unique_ptr<KubernetesRuntime>> Create(ClientConfig config,
@@ -51,6 +58,8 @@ class KubernetesRuntime {
   BinderInterface& binder() { return *binder_; }
   /// nullptr when leader election is disabled.
   LeaderElector* elector() { return elector_.get(); }
+  /// Writes Pool.status when ticked (main's housekeeping thread ticks it once synced()).
+  PoolStatusWriter& pool_status() { return *pool_status_; }
   const std::vector<std::unique_ptr<Reflector>>& reflectors() const { return reflectors_; }
 
  private:
@@ -60,6 +69,7 @@ class KubernetesRuntime {
   std::unique_ptr<LeaderElector> elector_;
   std::unique_ptr<KubeWriter> writer_;
   std::unique_ptr<KubeBinder> binder_;
+  std::unique_ptr<PoolStatusWriter> pool_status_;
   std::vector<std::unique_ptr<Reflector>> reflectors_;
   bool started_ = false;
   std::function<void()> on_synced_;

@@ -168,4 +168,19 @@ absl::Status KubeWriter::PatchPodAnnotations(
   return absl::OkStatus();
 }
 
+absl::Status KubeEvictor::Evict(const core::Pod& victim, const core::Pod& for_pod,
+                                std::string_view why) {
+  if (absl::Status s = writer_->Evict(victim.ns, victim.name, victim.uid); !s.ok()) return s;
+  absl::Status event = writer_->RecordEvent(EventRecord{
+      .regarding = ObjectRef{.ns = victim.ns.str(), .name = victim.name.str(), .uid = victim.uid.str()},
+      .type = "Normal",
+      .reason = "Reclaimed",
+      .action = "Evict",
+      .note = StrCat("Evicted by berth (", why, ") to make room for ", for_pod.Key())});
+  if (!event.ok()) {
+    spdlog::warn("event for the eviction of {} not recorded: {}", victim.Key(), ToStd(event.message()));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace berth::extender::kube

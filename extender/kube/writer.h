@@ -95,4 +95,18 @@ class KubeBinder final : public BinderInterface {
   KubeWriter* writer_;
 };
 
+/// Kubernetes mode's evictor (pool reclaim): the policy/v1 Eviction API (leader only), so
+/// PodDisruptionBudgets are honoured, and an Event on the victim saying why, as kube-scheduler
+/// records "Preempted". A failed Event does not fail the eviction.
+class KubeEvictor final : public EvictorInterface {
+ public:
+  explicit KubeEvictor(KubeWriter* writer) : writer_(writer) {}
+  absl::Status CanEvict() const override { return writer_->CheckLeader(); }
+  absl::Status Evict(const core::Pod& victim, const core::Pod& for_pod,
+                     std::string_view why) override;
+
+ private:
+  KubeWriter* writer_;
+};
+
 }  // namespace berth::extender::kube

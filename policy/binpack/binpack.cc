@@ -33,8 +33,10 @@ int64_t BinpackScore::FineScore(const CycleContext& ctx, const core::NodeState& 
     const int64_t alloc = node.node.allocatable.Get(id);
     if (alloc <= 0) continue;
     const int64_t used = std::max<int64_t>(
-        core::SaturatingAdd(core::SaturatingAdd(node.requested.Get(id), node.assumed.Get(id)),
-                            ctx.pod.request.Get(id)),
+        core::SaturatingAdd(
+            core::SaturatingAdd(core::SaturatingAdd(node.requested.Get(id), node.assumed.Get(id)),
+                                node.reserved.Get(id)),
+            ctx.pod.request.Get(id)),
         0);
     // 64-bit unless used * kScale overflows (memory beyond ~900 TB): then 128-bit.
     int64_t scaled;

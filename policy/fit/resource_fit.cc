@@ -18,9 +18,7 @@ NodeVerdict CheckFit(const core::ResourceNames& names, const core::ResourceVecto
     const auto id = static_cast<core::ResourceId>(i);
     const int64_t want = request.Get(id);
     if (want <= 0) continue;
-    int64_t have = core::SaturatingSub(
-        core::SaturatingSub(node.node.allocatable.Get(id), node.requested.Get(id)),
-        node.assumed.Get(id));
+    int64_t have = node.FreeOf(id);
     if (extra_free != nullptr) have = core::SaturatingAdd(have, extra_free->Get(id));
     if (want <= have) continue;
     const int64_t alloc = node.node.allocatable.Get(id);
@@ -36,7 +34,16 @@ NodeVerdict CheckFit(const core::ResourceNames& names, const core::ResourceVecto
                     core::FormatAmount(names, id, have), " (allocatable ",
                     core::FormatAmount(names, id, alloc), ", used ",
                     core::FormatAmount(names, id, node.requested.Get(id)), ", in-flight binds ",
-                    core::FormatAmount(names, id, node.assumed.Get(id)), ")",
+                    core::FormatAmount(names, id, node.assumed.Get(id)),
+                    node.reserved.Get(id) != 0
+                        ? StrCat(", held for other pods ",
+                                 core::FormatAmount(names, id, node.reserved.Get(id)))
+                        : std::string(),
+                    extra_free != nullptr && extra_free->Get(id) != 0
+                        ? StrCat(", freed for this pod ",
+                                 core::FormatAmount(names, id, extra_free->Get(id)))
+                        : std::string(),
+                    ")",
                     never ? ": exceeds allocatable"
                           : StrCat(": short by ",
                                          core::FormatAmount(names, id,
@@ -66,7 +73,8 @@ NodeVerdict ResourceFitFilter::Filter(const CycleContext& ctx, const core::NodeS
                        .detail = StrCat("the pod requests ", names,
                                         ", which no node in berth's model advertises")};
   }
-  return CheckFit(ctx.state.resources(), ctx.pod.request, node, nullptr, ctx.explain);
+  return CheckFit(ctx.state.resources(), ctx.pod.request, node,
+                  ctx.state.OwnReservation(ctx.pod.uid, node), ctx.explain);
 }
 
 bool ResourceFitPreempt::Review(const CycleContext& ctx, const core::NodeState& node,
@@ -82,6 +90,7 @@ bool ResourceFitPreempt::Review(const CycleContext& ctx, const core::NodeState& 
       freed.Add(v.known->pod.request);
     }
   }
+  if (const core::ResourceVector* own = ctx.state.OwnReservation(ctx.pod.uid, node)) freed.Add(*own);
   NodeVerdict fit = CheckFit(ctx.state.resources(), ctx.pod.request, node, &freed, ctx.explain);
   if (fit.ok()) return true;
   *why = NodeVerdict{.fit = Fit::kUnresolvable,

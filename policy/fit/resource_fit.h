@@ -33,7 +33,8 @@ class ResourceFitPreempt final : public PreemptPolicyInterface {
 };
 
 /// The resource-fit verdict for `request` on `node`: its free room (allocatable - requested -
-/// in-flight binds) plus `extra_free` (room that evictions would free), if given. Only the
+/// in-flight binds - room held for pods) plus `extra_free` (room that evictions would free, or
+/// room held for this very pod), if given. Only the
 /// resources the pod requests are looked at, so a fit costs a few compares.
 /// `explain` fills the verdict's detail.
 NodeVerdict CheckFit(const core::ResourceNames& names, const core::ResourceVector& request,

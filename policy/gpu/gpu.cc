@@ -78,9 +78,7 @@ Reserve CheckReserve(const core::Pod& pod, const core::NodeState& node, core::Re
   Reserve r;
   r.want = pod.request.Get(id);
   if (r.want <= 0 || per_gpu <= 0) return r;
-  r.free = core::SaturatingSub(
-      core::SaturatingSub(node.node.allocatable.Get(id), node.requested.Get(id)),
-      node.assumed.Get(id));
+  r.free = node.FreeOf(id);
   r.reserved = core::SaturatingMul(free_gpus, per_gpu);
   r.is_short = r.want > core::SaturatingSub(r.free, r.reserved);
   return r;
@@ -100,9 +98,7 @@ void AppendReserveDetail(std::string* out, const core::ResourceNames& names, cor
 NodeVerdict GpuReserveFilter::Filter(const CycleContext& ctx, const core::NodeState& node) const {
   if (RequestsGpu(ctx.pod) || !HasGpus(node)) return NodeVerdict::Ok();
   const int64_t alloc_gpus = node.node.allocatable.Get(core::kNvidiaGpu);
-  const int64_t free_gpus = core::SaturatingSub(
-      core::SaturatingSub(alloc_gpus, node.requested.Get(core::kNvidiaGpu)),
-      node.assumed.Get(core::kNvidiaGpu));
+  const int64_t free_gpus = node.FreeOf(core::kNvidiaGpu);
   if (free_gpus <= 0) return NodeVerdict::Ok();
   const Reserve cpu = CheckReserve(ctx.pod, node, core::kCpu, cpu_per_gpu_milli_, free_gpus);
   const Reserve memory = CheckReserve(ctx.pod, node, core::kMemory, memory_per_gpu_, free_gpus);

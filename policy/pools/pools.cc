@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <utility>
 
+#include "absl/container/flat_hash_set.h"
+
 #include "core/strings.h"
 #include "policy/fit/resource_fit.h"
 
@@ -151,15 +153,17 @@ struct LenderRank {
   }
 };
 
-bool PoolHasRoom(const core::ClusterState& state, const core::ResourceNames& names,
-                 const core::Pod& pod, const PoolMap::Entry& pool) {
+}  // namespace
+
+bool PoolHasRoom(const core::ClusterState& state, const core::Pod& pod, const PoolMap::Entry& pool) {
   for (core::NodeSlot slot : pool.nodes) {
-    if (CheckFit(names, pod.request, state.node(slot), nullptr, false).ok()) return true;
+    const core::NodeState& n = state.node(slot);
+    if (CheckFit(state.resources(), pod.request, n, state.OwnReservation(pod.uid, n), false).ok()) {
+      return true;
+    }
   }
   return false;
 }
-
-}  // namespace
 
 PoolsFilter::Plan PoolsFilter::MakePlan(const CycleContext& ctx) const {
   Plan plan;
@@ -172,13 +176,22 @@ PoolsFilter::Plan::Borrowing PoolsFilter::DecideBorrowing(const CycleContext& ct
                                                           const Plan& plan) const {
   Plan::Borrowing b;
   const PoolMap& map = *plan.map;
-  b.home_has_room = PoolHasRoom(ctx.state, *names_, ctx.pod, map.pool(*plan.home));
-  if (b.home_has_room || map.pool(*plan.home).disable_borrowing) return b;
+  b.home_has_room = PoolHasRoom(ctx.state, ctx.pod, map.pool(*plan.home));
+  if (b.home_has_room) return b;
+  // Preempt first, then borrow (seed 004): room held for the pod, or that evicting in its home
+  // pool would make, keeps it home.
+  if (const core::Reservation* r = ctx.state.FindReservation(ctx.pod.uid);
+      (r != nullptr && map.PoolOf(r->node) == *plan.home) ||
+      (!ctx.reclaim_blocked && FindPoolReclaim(ctx.state, map, ctx.pod, scheduler_name_))) {
+    b.reclaiming = true;
+    return b;
+  }
+  if (map.pool(*plan.home).disable_borrowing) return b;
   const bool wants_gpu = ctx.pod.request.Get(core::kNvidiaGpu) > 0;
   std::optional<LenderRank> best;
   for (PoolId id = 0; id < map.pools().size(); ++id) {
     const PoolMap::Entry& p = map.pool(id);
-    if (id == *plan.home || p.disable_sharing || !PoolHasRoom(ctx.state, *names_, ctx.pod, p)) continue;
+    if (id == *plan.home || p.disable_sharing || !PoolHasRoom(ctx.state, ctx.pod, p)) continue;
     LenderRank rank;
     for (core::NodeSlot slot : p.nodes) {
       const core::NodeState& n = ctx.state.node(slot);
@@ -225,6 +238,11 @@ NodeVerdict PoolsFilter::Filter(const CycleContext& ctx, const core::NodeState& 
   if (borrowing.home_has_room) {
     return reject(Reason::kHomePoolHasRoom,
                   StrCat("berth: outside the pod's home pool ", home_name, ", which has room"));
+  }
+  if (borrowing.reclaiming) {
+    return reject(Reason::kReclaiming,
+                  StrCat("berth: home pool ", home_name,
+                         " is full; berth reclaims room there before the pod borrows"));
   }
   if (map.pool(*plan->home).disable_borrowing) {
     return reject(Reason::kBorrowingDisabled,
@@ -304,6 +322,152 @@ bool PoolsPreempt::Review(const CycleContext& ctx, const core::NodeState& node,
     return false;
   }
   return true;
+}
+
+// ---- reclaim ------------------------------------------------------------------------------------
+
+namespace {
+
+/// How much a victim is worth keeping: borrowers below every in-pool pod, then priority, then
+/// the longer-running pod (more work lost by evicting it).
+struct VictimRank {
+  bool in_pool;
+  int32_t priority;
+  absl::Time creation;
+  bool operator<(const VictimRank& o) const {
+    if (in_pool != o.in_pool) return !in_pool;
+    if (priority != o.priority) return priority < o.priority;
+    return creation > o.creation;
+  }
+};
+
+/// The victims on one node, cheapest first, or nullopt when evicting all it may does not make room.
+std::optional<PoolReclaim> ReclaimOnNode(const core::ClusterState& state, const PoolMap& map,
+                                         PoolId home, const core::Pod& pod,
+                                         const core::NodeState& node,
+                                         std::string_view scheduler_name) {
+  if (node.node.unschedulable) return std::nullopt;
+  const bool may_preempt = !map.pool(home).disable_preemption;
+  core::ResourceVector leaving;  // terminating pods: their room frees without an eviction
+  std::vector<std::pair<VictimRank, const core::PodState*>> candidates;
+  // Pods an earlier reclaim evicted are leaving too, even before the watch says so; the room
+  // they free is already held for that reclaim's pod (counted in node.reserved).
+  absl::flat_hash_set<std::string> evicted;
+  state.ForEachReservation([&](std::string_view, const core::Reservation& r) {
+    if (r.node == node.slot) evicted.insert(r.evicted.begin(), r.evicted.end());
+  });
+  for (core::PodSlot slot : node.pods) {
+    const core::PodState& p = state.pod(slot);
+    if (p.pod.terminating || (!evicted.empty() && evicted.contains(p.pod.Key()))) {
+      leaving.Add(p.pod.request);
+      continue;
+    }
+    if (p.pod.scheduler_name != scheduler_name || p.pod.priority >= kProductionPriority ||
+        p.pod.uid == pod.uid) {
+      continue;
+    }
+    const std::optional<PoolId> victim_home = map.Find(HomePoolName(p.pod));
+    const bool in_pool = victim_home && *victim_home == home;
+    if (in_pool && (!may_preempt || p.pod.priority >= pod.priority)) continue;
+    candidates.push_back({VictimRank{in_pool, p.pod.priority, p.pod.creation}, &p});
+  }
+  const core::ResourceNames& names = state.resources();
+  core::ResourceVector freed = leaving;
+  for (const auto& [rank, p] : candidates) freed.Add(p->pod.request);
+  if (!CheckFit(names, pod.request, node, &freed, false).ok()) return std::nullopt;
+  std::stable_sort(candidates.begin(), candidates.end(),
+                   [](const auto& a, const auto& b) { return a.first < b.first; });
+  // Spare what is not needed, most valuable first (kube-scheduler's reprieve).
+  std::vector<bool> spared(candidates.size(), false);
+  for (size_t i = candidates.size(); i-- > 0;) {
+    core::ResourceVector without = freed;
+    without.Sub(candidates[i].second->pod.request);
+    if (CheckFit(names, pod.request, node, &without, false).ok()) {
+      freed = std::move(without);
+      spared[i] = true;
+    }
+  }
+  PoolReclaim r{.pool = home, .node = node.slot};
+  for (size_t i = 0; i < candidates.size(); ++i) {
+    if (spared[i]) continue;
+    r.victims.push_back(candidates[i].second);
+    if (candidates[i].first.in_pool) ++r.in_pool_victims;
+  }
+  return r;
+}
+
+/// Seed 004's order between nodes: fewest in-pool victims (borrowers first), lowest
+/// highest-victim rank, lowest priority sum, fewest victims.
+bool BetterReclaim(const PoolReclaim& a, const PoolReclaim& b, const PoolMap& map) {
+  if (a.in_pool_victims != b.in_pool_victims) return a.in_pool_victims < b.in_pool_victims;
+  auto highest = [&](const PoolReclaim& r) {
+    std::optional<std::pair<bool, int32_t>> top;
+    for (const core::PodState* v : r.victims) {
+      const std::optional<PoolId> h = map.Find(HomePoolName(v->pod));
+      const std::pair<bool, int32_t> key{h && *h == r.pool, v->pod.priority};
+      if (!top || *top < key) top = key;
+    }
+    return top;
+  };
+  const auto ha = highest(a), hb = highest(b);
+  if (ha != hb) return ha < hb;  // nullopt (no victim at all) first
+  auto sum = [](const PoolReclaim& r) {
+    int64_t s = 0;
+    for (const core::PodState* v : r.victims) s += v->pod.priority;
+    return s;
+  };
+  if (sum(a) != sum(b)) return sum(a) < sum(b);
+  return a.victims.size() < b.victims.size();
+}
+
+}  // namespace
+
+std::optional<PoolReclaim> FindPoolReclaim(const core::ClusterState& state, const PoolMap& map,
+                                           const core::Pod& pod, std::string_view scheduler_name) {
+  if (pod.scheduler_name != scheduler_name || !pod.node_name.empty() || pod.terminating) {
+    return std::nullopt;
+  }
+  const std::optional<PoolId> home = map.Find(HomePoolName(pod));
+  if (!home || PoolHasRoom(state, pod, map.pool(*home))) return std::nullopt;
+  std::optional<PoolReclaim> best;
+  for (core::NodeSlot slot : map.pool(*home).nodes) {
+    std::optional<PoolReclaim> r =
+        ReclaimOnNode(state, map, *home, pod, state.node(slot), scheduler_name);
+    if (r && (!best || BetterReclaim(*r, *best, map))) best = std::move(r);
+  }
+  return best;
+}
+
+std::optional<ReclaimPlan> PoolsReclaim::Plan(const CycleContext& ctx) const {
+  const std::shared_ptr<const PoolMap> map = cache_.Get(ctx.state);
+  std::optional<PoolReclaim> r = FindPoolReclaim(ctx.state, *map, ctx.pod, scheduler_name_);
+  if (!r) return std::nullopt;
+  return ReclaimPlan{.node = ctx.state.node(r->node).node.name,
+                     .victims = std::move(r->victims),
+                     .purpose = StrCat("reclaim in pool ", map->pool(r->pool).name)};
+}
+
+NodeVerdict ReclaimInProgressVerdict(const core::ClusterState& state,
+                                     const core::Reservation& reservation) {
+  std::string leaving;
+  int count = 0;
+  for (const std::string& key : reservation.evicted) {
+    const size_t slash = key.find('/');
+    if (slash == std::string::npos) continue;
+    if (state.FindPodByName(std::string_view(key).substr(0, slash),
+                            std::string_view(key).substr(slash + 1)) == nullptr) {
+      continue;
+    }
+    if (count++ < 5) StrAppend(&leaving, leaving.empty() ? "" : ", ", key);
+  }
+  if (count > 5) StrAppend(&leaving, " and ", count - 5, " more");
+  const std::string& node = state.node(reservation.node).node.name;
+  return NodeVerdict{
+      .fit = Fit::kUnresolvable,
+      .reason = Reason::kReclaiming,
+      .message = count > 0 ? StrCat("berth: ", reservation.purpose, ": room held on node ", node,
+                                    ", waiting for ", count, " evicted pod(s) to exit: ", leaving)
+                           : StrCat("berth: ", reservation.purpose, ": room held on node ", node)};
 }
 
 }  // namespace berth::policy

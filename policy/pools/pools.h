@@ -107,7 +107,7 @@ std::vector<PoolStats> ComputePoolStats(const core::ClusterState& state, const P
 /// rejected with a reason. Runs after resource-fit, so a node without room reports that first.
 class PoolsFilter final : public FilterPolicyInterface {
  public:
-  explicit PoolsFilter(const core::ResourceNames* names) : names_(names) {}
+  explicit PoolsFilter(std::string scheduler_name) : scheduler_name_(std::move(scheduler_name)) {}
   std::string_view Name() const override { return "pools"; }
   NodeVerdict Filter(const CycleContext& ctx, const core::NodeState& node) const override;
 
@@ -119,6 +119,9 @@ class PoolsFilter final : public FilterPolicyInterface {
     std::optional<PoolId> home;  ///< nullopt: the pod names a pool that does not exist
     struct Borrowing {
       bool home_has_room = false;
+      /// Preempt first, then borrow: room is held for the pod in its home pool, or evicting
+      /// there would make some; the pod does not borrow meanwhile.
+      bool reclaiming = false;
       std::optional<PoolId> lender;  ///< the pool to borrow from, if borrowing
     };
     /// Filled on first use (a plan belongs to one cycle, on one thread).
@@ -128,9 +131,50 @@ class PoolsFilter final : public FilterPolicyInterface {
   Plan::Borrowing DecideBorrowing(const CycleContext& ctx, const Plan& plan) const;
 
  private:
-  const core::ResourceNames* names_;
+  std::string scheduler_name_;
   PoolMapCache cache_;
 };
+
+/// Whether some node of `pool` takes the pod now (room held for the pod counts as its own).
+bool PoolHasRoom(const core::ClusterState& state, const core::Pod& pod, const PoolMap::Entry& pool);
+
+/// Where and whom to evict so that `pod` fits in its home pool (SPEC 6.1, seed 004), or nullopt.
+/// Only for berth's own unbound pods whose home pool exists and has no room. Victims are berth's
+/// pods below production priority on one node of the home pool that is not cordoned: borrowers
+/// whatever their priority, and, where the pool allows preemption, in-pool pods of lower
+/// priority than `pod`. Pods already terminating count as leaving and are not evicted again.
+/// On each node the cheapest victims go first (borrowers, then lower priority, then the most
+/// recently started), and victims not needed after all are spared again, most valuable first.
+/// Among nodes: fewest in-pool victims, lowest highest-victim priority, lowest priority sum,
+/// fewest victims (PDBs are unknown to berth; the Eviction API enforces them).
+struct PoolReclaim {
+  PoolId pool = kDefaultPoolId;
+  core::NodeSlot node = core::kNoNode;
+  std::vector<const core::PodState*> victims;
+  int in_pool_victims = 0;
+};
+std::optional<PoolReclaim> FindPoolReclaim(const core::ClusterState& state, const PoolMap& map,
+                                           const core::Pod& pod, std::string_view scheduler_name);
+
+/// Reclaim module "pools": carries out FindPoolReclaim for a pod that no candidate takes. The
+/// filter module "pools" keeps such a pod out of other pools meanwhile (preempt first, then
+/// borrow).
+class PoolsReclaim final : public ReclaimPolicyInterface {
+ public:
+  explicit PoolsReclaim(std::string scheduler_name) : scheduler_name_(std::move(scheduler_name)) {}
+  std::string_view Name() const override { return "pools"; }
+  std::optional<ReclaimPlan> Plan(const CycleContext& ctx) const override;
+
+ private:
+  std::string scheduler_name_;
+  PoolMapCache cache_;
+};
+
+/// The verdict of a node that does not take a pod while room is being reclaimed for it: names
+/// the node, the pool and the evicted pods still leaving. Unresolvable, so kube-scheduler does
+/// not start a preemption of its own on top (SPEC 6).
+NodeVerdict ReclaimInProgressVerdict(const core::ClusterState& state,
+                                     const core::Reservation& reservation);
 
 /// Priority at and above which a pod is production work (the `berth-production` PriorityClass,
 /// SPEC 4): berth never preempts it.

@@ -95,6 +95,16 @@ std::string CheckInvariants(const ClusterState& s) {
       }
     });
     if (!(held == n.assumed)) StrAppend(&err, "node ", n.node.name, " assumed != ledger; ");
+    ResourceVector reserved;
+    uint32_t reservations = 0;
+    s.ForEachReservation([&](std::string_view, const Reservation& r) {
+      if (r.node != slot) return;
+      reserved.Add(r.request);
+      ++reservations;
+    });
+    if (!(reserved == n.reserved) || reservations != n.reservations) {
+      StrAppend(&err, "node ", n.node.name, " reserved != reservations; ");
+    }
     if (n.requested.AnyNegative() || n.assumed.AnyNegative()) {
       StrAppend(&err, "node ", n.node.name, " negative usage; ");
     }
@@ -734,6 +744,124 @@ TEST_CASE_METHOD(LedgerTest, "Ledger: the ttl counts from BindSucceeded, not fro
 }
 
 // ---- concurrency --------------------------------------------------------------------------------
+
+// ---- reservations ------------------------------------------------------------------------------
+
+class ReservationTest : public LedgerTest {
+ protected:
+  Reservation Hold(absl::Duration ttl, std::string purpose = "reclaim in pool p") {
+    return Reservation{.request = kReq, .expires = clock_.Now() + ttl, .purpose = std::move(purpose)};
+  }
+  const Reservation* Find(std::string_view uid) { return model_.Read()->FindReservation(uid); }
+  ResourceVector Reserved(std::string_view node) {
+    auto view = model_.Read();
+    return view->FindNode(node)->reserved;
+  }
+};
+
+TEST_CASE_METHOD(ReservationTest, "Reservation: held room is taken from every pod's free room",
+                 "[model][reservation]") {
+  REQUIRE(model_.Reserve("u1", "n1", Hold(absl::Minutes(1))).ok());
+  CHECK(Reserved("n1") == kReq);
+  CHECK(Free("n1") == Vec({{kCpu, 3000}, {kMemory, 7 * kGi}, {kPods, 109}}));
+  auto view = model_.Read();
+  CHECK(view->reservation_count() == 1);
+  const NodeState* n1 = view->FindNode("n1");
+  const NodeState* n2 = view->FindNode("n2");
+  CHECK(n1->FreeOf(kCpu) == 3000);
+  // The pod it is held for sees it as its own, on that node only.
+  REQUIRE(view->OwnReservation("u1", *n1) != nullptr);
+  CHECK(*view->OwnReservation("u1", *n1) == kReq);
+  CHECK(view->OwnReservation("u1", *n2) == nullptr);
+  CHECK(view->OwnReservation("other", *n1) == nullptr);
+  CHECK(CheckInvariants(*view).empty());
+}
+
+TEST_CASE_METHOD(ReservationTest, "Reservation: a new one replaces the pod's old one",
+                 "[model][reservation]") {
+  REQUIRE(model_.Reserve("u1", "n1", Hold(absl::Minutes(1))).ok());
+  REQUIRE(model_.Reserve("u1", "n2", Hold(absl::Minutes(1))).ok());
+  CHECK(Reserved("n1").IsZero());
+  CHECK(Reserved("n2") == kReq);
+  CHECK(CheckInvariants(*model_.Read()).empty());
+}
+
+TEST_CASE_METHOD(ReservationTest, "Reservation: refused for unknown, bound or binding pods and "
+                 "by its check, changing nothing", "[model][reservation]") {
+  CHECK(model_.Reserve("ghost", "n1", Hold(absl::Minutes(1))).code() == absl::StatusCode::kNotFound);
+  CHECK(model_.Reserve("u1", "nowhere", Hold(absl::Minutes(1))).code() ==
+        absl::StatusCode::kNotFound);
+  Apply(PodUpsert{MakePod("u2", "p2", "n2", 500, kGi)});
+  CHECK(model_.Reserve("u2", "n1", Hold(absl::Minutes(1))).code() ==
+        absl::StatusCode::kFailedPrecondition);
+  REQUIRE(*model_.Assume("u1", "n1", Allow));
+  CHECK(model_.Reserve("u1", "n2", Hold(absl::Minutes(1))).code() ==
+        absl::StatusCode::kFailedPrecondition);
+  Apply(PodUpsert{Pending("u3", "p3", 1000, kGi)});
+  const uint64_t g = model_.Read()->generation();
+  CHECK(model_.Reserve("u3", "n2", Hold(absl::Minutes(1)), [](const ClusterState&) {
+          return absl::AbortedError("victim changed");
+        }).code() == absl::StatusCode::kAborted);
+  CHECK(model_.Read()->generation() == g);
+  CHECK(model_.Read()->reservation_count() == 0);
+}
+
+TEST_CASE_METHOD(ReservationTest, "Reservation: binding the pod turns the hold into its bind",
+                 "[model][reservation]") {
+  REQUIRE(model_.Reserve("u1", "n1", Hold(absl::Minutes(1))).ok());
+  SECTION("on the held node") {
+    REQUIRE(*model_.Assume("u1", "n1", Allow));
+    CHECK(Reserved("n1").IsZero());
+    CHECK(Assumed("n1") == kReq);
+  }
+  SECTION("elsewhere") {
+    REQUIRE(*model_.Assume("u1", "n2", Allow));
+    CHECK(Reserved("n1").IsZero());
+    CHECK(Assumed("n2") == kReq);
+  }
+  CHECK(Find("u1") == nullptr);
+  CHECK(CheckInvariants(*model_.Read()).empty());
+}
+
+TEST_CASE_METHOD(ReservationTest, "Reservation: ends when the pod is deleted, bound by someone "
+                 "else, finished or replaced", "[model][reservation]") {
+  REQUIRE(model_.Reserve("u1", "n1", Hold(absl::Minutes(1))).ok());
+  SECTION("deleted") { Apply(PodDelete{.uid = "u1", .ns = "default", .name = "p1"}); }
+  SECTION("bound elsewhere by the API server") { Apply(PodUpsert{MakePod("u1", "p1", "n2", 1000, kGi)}); }
+  SECTION("failed") { Apply(PodUpsert{Pending("u1", "p1", 1000, kGi)}); Apply(PodUpsert{MakePod("u1", "p1", "", 1000, kGi, PodPhase::kFailed)}); }
+  SECTION("recreated under the same name") { Apply(PodUpsert{Pending("u1-new", "p1", 1000, kGi)}); }
+  SECTION("released") { CHECK(model_.Unreserve("u1")); CHECK_FALSE(model_.Unreserve("u1")); }
+  CHECK(Find("u1") == nullptr);
+  CHECK(Reserved("n1").IsZero());
+  CHECK(CheckInvariants(*model_.Read()).empty());
+}
+
+TEST_CASE_METHOD(ReservationTest, "Reservation: an unrelated update of the pod keeps it",
+                 "[model][reservation]") {
+  REQUIRE(model_.Reserve("u1", "n1", Hold(absl::Minutes(1))).ok());
+  Pod p = Pending("u1", "p1", 1000, kGi);
+  p.nominated_node = "n1";
+  Apply(PodUpsert{p});
+  CHECK(Find("u1") != nullptr);
+  CHECK(Reserved("n1") == kReq);
+}
+
+TEST_CASE_METHOD(ReservationTest, "Reservation: expires at its time, and keeps a deleted node's "
+                 "slot until then", "[model][reservation]") {
+  Apply(PodUpsert{Pending("u2", "p2", 1000, kGi)});
+  REQUIRE(model_.Reserve("u1", "n1", Hold(absl::Seconds(10))).ok());
+  REQUIRE(model_.Reserve("u2", "n2", Hold(absl::Seconds(30))).ok());
+  Apply(NodeDelete{"n1"});
+  Apply(NodeUpsert{MakeNode("n1", 4000, 8 * kGi)});
+  CHECK(Reserved("n1") == kReq);  // the node came back; the hold is still counted there
+  clock_.Advance(absl::Seconds(9));
+  CHECK(model_.ExpireReservations(clock_.Now()).empty());
+  clock_.Advance(absl::Seconds(1));
+  CHECK(model_.ExpireReservations(clock_.Now()) == std::vector<std::string>{"u1"});
+  CHECK(Find("u1") == nullptr);
+  CHECK(Find("u2") != nullptr);
+  CHECK(CheckInvariants(*model_.Read()).empty());
+}
 
 TEST_CASE("Model: readers always see a consistent state while writers run",
           "[model][concurrency]") {

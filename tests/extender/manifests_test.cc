@@ -1079,6 +1079,7 @@ TEST_CASE("berth's RBAC grants the calls berth makes and nothing more", "[manife
       {"watch", "scheduling.x-k8s.io", "podgroups", "", ""},
       {"list", "berth.io", "pools", "", ""},
       {"watch", "berth.io", "pools", "", ""},
+      {"patch", "berth.io", "pools/status", "", "gpu-large"},
       {"list", "berth.io", "queues", "", ""},
       {"watch", "berth.io", "queues", "", ""},
       {"list", "scheduling.k8s.io", "priorityclasses", "", ""},

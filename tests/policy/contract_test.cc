@@ -61,8 +61,8 @@ struct BinpackModule {
 
 struct PoolsModule {
   static constexpr std::string_view kName = "pools";
-  static std::unique_ptr<FilterPolicyInterface> Make(core::ResourceNames& names) {
-    return std::make_unique<PoolsFilter>(&names);
+  static std::unique_ptr<FilterPolicyInterface> Make(core::ResourceNames&) {
+    return std::make_unique<PoolsFilter>(PolicyConfig{}.scheduler_name);
   }
 };
 

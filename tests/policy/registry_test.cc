@@ -71,6 +71,7 @@ PolicyConfig Empty() {
   c.scores.clear();
   c.preempt.clear();
   c.admission.clear();
+  c.reclaim.clear();
   return c;
 }
 
@@ -220,7 +221,7 @@ TEST_CASE("BuildDefaultRegistry has resource-fit and binpack", "[registry]") {
   CHECK((*p)->Describe() ==
         std::vector<std::string>{"admission:gpu-min-cpu", "filter:resource-fit", "filter:pools",
                                  "filter:gpu-reserve", "score:binpack*1", "score:gpu-affinity*1",
-                                 "preempt:pools", "preempt:resource-fit"});
+                                 "preempt:pools", "preempt:resource-fit", "reclaim:pools"});
 
   // resource-fit is also a preempt module; binpack is none.
   PolicyConfig c = Empty();

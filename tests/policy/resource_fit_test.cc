@@ -315,8 +315,8 @@ TEST_CASE_METHOD(PreemptTest, "ResourceFitPreempt drops a node the victims canno
   CHECK(ReasonCode(why.reason) == "PreemptionNotHelpful");
   CHECK(why.message == "berth: evicting the proposed victims would not make room");
   CHECK(why.detail ==
-        "cpu: requested 3, free 2500m (allocatable 4, used 3500m, in-flight binds 0): "
-        "short by 500m");
+        "cpu: requested 3, free 2500m (allocatable 4, used 3500m, in-flight binds 0, freed for "
+        "this pod 2): short by 500m");
 }
 
 TEST_CASE_METHOD(PreemptTest, "ResourceFitPreempt ignores victims it cannot count on the node",
@@ -342,7 +342,8 @@ TEST_CASE_METHOD(PreemptTest, "ResourceFitPreempt counts in-flight binds against
   // n2: 4 cpu allocatable, 4 used by "far", 3 held for "pending". Evicting "far" leaves 1.
   CHECK_FALSE(Review(preemptor_, "n2", {"far"}, &why));
   CHECK(why.detail ==
-        "cpu: requested 3, free 1 (allocatable 4, used 4, in-flight binds 3): short by 2");
+        "cpu: requested 3, free 1 (allocatable 4, used 4, in-flight binds 3, freed for this pod "
+        "4): short by 2");
   model_.Forget("pending");
   CHECK(Review(preemptor_, "n2", {"far"}, &why));
 }

@@ -13,6 +13,7 @@ Harness::Harness(policy::PolicyConfig config, extender::Mode mode) {
   extender::ServiceOptions options;
   options.mode = mode;
   options.scheduler_name = config.scheduler_name;  // as main.cc wires both from one setting
+  options.reclaim_timeout = config.pools.reclaim_timeout;
   service_ = std::make_unique<extender::Service>(options, &model_, *std::move(pipeline),
                                                  binder_.get(), &clock_);
   service_->SetReady(true);

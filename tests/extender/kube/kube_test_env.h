@@ -64,6 +64,8 @@ class KubeBerth {
     service_ = std::make_unique<extender::Service>(
         extender::ServiceOptions{.mode = extender::Mode::kKubernetes}, &model_,
         *std::move(pipeline), &runtime_->binder(), &clock_);
+    evictor_ = std::make_unique<extender::kube::KubeEvictor>(&runtime_->writer());
+    service_->SetEvictor(evictor_.get());
   }
   ~KubeBerth() { Stop(); }
 
@@ -112,6 +114,7 @@ class KubeBerth {
   core::ClusterModel model_;
   std::unique_ptr<extender::kube::KubernetesRuntime> runtime_;
   std::unique_ptr<extender::Service> service_;
+  std::unique_ptr<extender::kube::KubeEvictor> evictor_;
 };
 
 }  // namespace berth::testing

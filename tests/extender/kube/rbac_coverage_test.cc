@@ -23,10 +23,12 @@ TEST_CASE("RBAC in manifests/ covers every API call berth makes, and nothing mor
   REQUIRE(api.Create("pods", "ml", MakePod("a").Namespace("ml").Cpu("1").Obj()).ok());
   REQUIRE(api.Create("pods", "ml", MakePod("victim").Namespace("ml").Cpu("1").Node("n1")
                                        .Phase("Running").Obj()).ok());
+  REQUIRE(api.Create("pools", "", MakePool("train").Obj()).ok());
   {
     // Leader election as a Deployment runs it: the Role's namespace.
     extender::kube::KubernetesOptions options = FastOptions(/*elect=*/true);
     options.leader_election.lease_namespace = policy.ns;
+    options.pool_status_interval = absl::Milliseconds(100);
     KubeBerth berth(api, options, "berth-0_abc");
     berth.Start();
     REQUIRE(berth.WaitReady());
@@ -54,6 +56,9 @@ TEST_CASE("RBAC in manifests/ covers every API call berth makes, and nothing mor
     REQUIRE(writer.RecordEvent({.regarding = {.ns = "ml", .name = "a"}, .reason = "Test",
                                 .action = "Test", .note = "n"}).ok());
     REQUIRE(writer.PatchPodAnnotations("ml", "a", {{"berth.io/retry", "1"}}).ok());
+    // Pool statistics, as main's housekeeping thread writes them.
+    berth.runtime().pool_status().Tick(absl::Now());
+    REQUIRE(api.CountCalls("PATCH", "/apis/berth.io/v1alpha1/pools/train/status") == 1);
     berth.Stop();
   }
 
