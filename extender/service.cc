@@ -205,7 +205,6 @@ Reply Service::Filter(std::string_view body) {
 Service::Reclaim Service::MaybeReclaim(const core::Pod& pod) {
   if (evictor_ == nullptr || pod.scheduler_name != options_.scheduler_name) return Reclaim::kNone;
   if (!evictor_->CanEvict().ok()) return Reclaim::kNone;
-  absl::MutexLock lock(&reclaim_mu_);
   std::optional<policy::ReclaimPlan> plan;
   std::vector<core::Pod> victims;
   core::Pod known;
@@ -229,9 +228,23 @@ Service::Reclaim Service::MaybeReclaim(const core::Pod& pod) {
     hold.purpose = plan->purpose;
   }
   // Hold the room before evicting, so that nothing else takes it as the victims leave. The
-  // check runs under the model's write lock: the victims must still be there as planned.
+  // check runs under the model's write lock, so concurrent reclaims need no lock of their own:
+  // the pod must have no room held yet (another filter of it may have won), and the victims
+  // must still be there as planned, not evicted by another reclaim meanwhile.
   absl::Status held = model_->Reserve(
       known.uid, plan->node, hold, [&](const core::ClusterState& state) -> absl::Status {
+        if (state.FindReservation(known.uid) != nullptr) {
+          return absl::AbortedError("room is already held for it");
+        }
+        absl::Status taken = absl::OkStatus();
+        state.ForEachReservation([&](std::string_view, const core::Reservation& r) {
+          for (const std::string& key : r.evicted) {
+            if (std::find(hold.evicted.begin(), hold.evicted.end(), key) != hold.evicted.end()) {
+              taken = absl::AbortedError(StrCat("victim ", key, " is being evicted for another pod"));
+            }
+          }
+        });
+        if (!taken.ok()) return taken;
         for (const core::Pod& v : victims) {
           const core::PodState* now = state.FindPod(v.uid);
           if (now == nullptr || now->pod.terminating || now->pod.node_name != v.node_name) {

@@ -7,7 +7,6 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "core/clock.h"
 #include "core/cluster_model.h"
@@ -156,8 +155,6 @@ class Service {
   BinderInterface* binder_;
   std::unique_ptr<LocalEvictor> local_evictor_;
   EvictorInterface* evictor_ = nullptr;
-  /// One reclaim at a time: two filters of one pod must not both evict.
-  absl::Mutex reclaim_mu_;
   const core::Clock* clock_;
   std::atomic<bool> ready_{false};
 };
