@@ -27,38 +27,25 @@ void Send(httplib::Response& res, Reply reply) {
   res.set_content(std::move(reply.body), json ? kJsonType : reply.content_type.c_str());
 }
 
+int SocketPort(const sockaddr_storage& addr) {
+  if (addr.ss_family == AF_INET) return ntohs(reinterpret_cast<const sockaddr_in*>(&addr)->sin_port);
+  if (addr.ss_family == AF_INET6) {
+    return ntohs(reinterpret_cast<const sockaddr_in6*>(&addr)->sin6_port);
+  }
+  return -1;
+}
+
 // cpp-httplib 0.11.4 waits on an idle kept-alive connection until a request comes or the
 // keep-alive timeout (120 s) passes, and only then looks at the stop flag: stop() alone leaves
 // Stop() and Run() blocked for up to two minutes while kube-scheduler holds an idle connection
 // (and Kubernetes kills the pod after its 30 s grace period). Shutting down the read side of
 // the connections this server accepted wakes those waits: the worker reads EOF and closes the
 // connection, while a request already read still gets its reply (the write side stays open).
-// cpp-httplib does not hand out its sockets, so they are found among the process's descriptors:
-// connected sockets whose local port is the server's.
 void ShutdownAcceptedConnections(int port) {
-  DIR* dir = ::opendir("/proc/self/fd");
-  if (dir == nullptr) return;
-  const int dir_fd = ::dirfd(dir);
-  while (const dirent* e = ::readdir(dir)) {
-    char* end = nullptr;
-    const long fd = std::strtol(e->d_name, &end, 10);
-    if (end == e->d_name || *end != '\0' || fd == dir_fd) continue;
-    sockaddr_storage addr{};
-    socklen_t len = sizeof(addr);
-    if (::getsockname(static_cast<int>(fd), reinterpret_cast<sockaddr*>(&addr), &len) != 0) continue;
-    int local_port = -1;
-    if (addr.ss_family == AF_INET) {
-      local_port = ntohs(reinterpret_cast<const sockaddr_in*>(&addr)->sin_port);
-    } else if (addr.ss_family == AF_INET6) {
-      local_port = ntohs(reinterpret_cast<const sockaddr_in6*>(&addr)->sin6_port);
-    }
-    if (local_port != port) continue;
-    len = sizeof(addr);
-    // The listening socket has no peer.
-    if (::getpeername(static_cast<int>(fd), reinterpret_cast<sockaddr*>(&addr), &len) != 0) continue;
-    ::shutdown(static_cast<int>(fd), SHUT_RD);
-  }
-  ::closedir(dir);
+  ForEachAcceptedSocket(port, [](int fd, int) {
+    ::shutdown(fd, SHUT_RD);
+    return true;
+  });
 }
 
 std::string_view LastSegment(std::string_view path) {
@@ -72,6 +59,26 @@ bool IsVerbPath(std::string_view path) {
 }
 
 }  // namespace
+
+void ForEachAcceptedSocket(int port, const std::function<bool(int fd, int peer_port)>& fn) {
+  DIR* dir = ::opendir("/proc/self/fd");
+  if (dir == nullptr) return;
+  const int dir_fd = ::dirfd(dir);
+  while (const dirent* e = ::readdir(dir)) {
+    char* end = nullptr;
+    const long fd = std::strtol(e->d_name, &end, 10);
+    if (end == e->d_name || *end != '\0' || fd == dir_fd) continue;
+    sockaddr_storage addr{};
+    socklen_t len = sizeof(addr);
+    if (::getsockname(static_cast<int>(fd), reinterpret_cast<sockaddr*>(&addr), &len) != 0) continue;
+    if (SocketPort(addr) != port) continue;
+    len = sizeof(addr);
+    // The listening socket has no peer.
+    if (::getpeername(static_cast<int>(fd), reinterpret_cast<sockaddr*>(&addr), &len) != 0) continue;
+    if (!fn(static_cast<int>(fd), SocketPort(addr))) break;
+  }
+  ::closedir(dir);
+}
 
 HttpServer::HttpServer(Service* service, HttpServerOptions options)
     : service_(service), options_(options), server_(std::make_unique<httplib::Server>()) {

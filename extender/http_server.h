@@ -17,6 +17,12 @@ class Server;
 
 namespace berth::extender {
 
+/// Calls `fn(fd, peer_port)` for every connected socket of this process whose local port is
+/// `port`, i.e. the connections a server on that port accepted, until `fn` returns false.
+/// cpp-httplib does not hand out its sockets, so they are found among the process's descriptors
+/// (/proc/self/fd); servers use it to cut idle kept-alive connections when they stop.
+void ForEachAcceptedSocket(int port, const std::function<bool(int fd, int peer_port)>& fn);
+
 struct HttpServerOptions {
   /// Request bodies above this are refused with 413 before they are parsed.
   size_t max_body_bytes = 64u << 20;

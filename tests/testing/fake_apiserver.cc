@@ -1,7 +1,5 @@
 #include "tests/testing/fake_apiserver.h"
 
-#include <dirent.h>
-#include <netinet/in.h>
 #include <openssl/evp.h>
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
@@ -20,6 +18,7 @@
 #include <utility>
 
 #include "core/strings.h"
+#include "extender/http_server.h"
 #include "httplib.h"
 
 namespace berth::testing {
@@ -535,57 +534,13 @@ bool FieldsMatch(const std::vector<FieldRequirement>& reqs, const Json& obj) {
 
 // ---- sockets ------------------------------------------------------------------------------------
 
-int LocalPort(int fd) {
-  sockaddr_storage addr{};
-  socklen_t len = sizeof(addr);
-  if (::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) return -1;
-  if (addr.ss_family == AF_INET)
-    return ntohs(reinterpret_cast<const sockaddr_in*>(&addr)->sin_port);
-  if (addr.ss_family == AF_INET6) {
-    return ntohs(reinterpret_cast<const sockaddr_in6*>(&addr)->sin6_port);
-  }
-  return -1;
-}
-
-int PeerPort(int fd) {
-  sockaddr_storage addr{};
-  socklen_t len = sizeof(addr);
-  if (::getpeername(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) return -1;
-  if (addr.ss_family == AF_INET)
-    return ntohs(reinterpret_cast<const sockaddr_in*>(&addr)->sin_port);
-  if (addr.ss_family == AF_INET6) {
-    return ntohs(reinterpret_cast<const sockaddr_in6*>(&addr)->sin6_port);
-  }
-  return -1;
-}
-
-// Calls `fn(fd)` for every connected socket of this process whose local port is `port`, i.e. the
-// connections a server on that port accepted. cpp-httplib does not hand out its sockets, so they
-// are found among the process's descriptors.
-template <class Fn>
-void ForEachAcceptedSocket(int port, Fn fn) {
-  DIR* dir = ::opendir("/proc/self/fd");
-  if (dir == nullptr) return;
-  const int dir_fd = ::dirfd(dir);
-  while (const dirent* e = ::readdir(dir)) {
-    char* end = nullptr;
-    const long fd = std::strtol(e->d_name, &end, 10);
-    if (end == e->d_name || *end != '\0' || fd == dir_fd) continue;
-    if (LocalPort(static_cast<int>(fd)) != port) continue;
-    const int peer = PeerPort(static_cast<int>(fd));
-    if (peer < 0) continue;  // the listening socket
-    if (!fn(static_cast<int>(fd), peer)) break;
-  }
-  ::closedir(dir);
-}
-
 // The socket a request came in on, to notice a watch client that went away while no event is being
 // written (a write would notice, but a quiet watch writes nothing).
 int RequestSocket(const httplib::Request& req) {
   if (req.ssl != nullptr) return SSL_get_fd(req.ssl);
   if (req.local_port <= 0 || req.remote_port <= 0) return -1;
   int found = -1;
-  ForEachAcceptedSocket(req.local_port, [&](int fd, int peer) {
+  extender::ForEachAcceptedSocket(req.local_port, [&](int fd, int peer) {
     if (peer != req.remote_port) return true;
     found = fd;
     return false;
@@ -895,7 +850,7 @@ void FakeApiServer::Stop() {
   // notices when its socket is shut down. Repeat until the listener is done, so that a connection
   // accepted at the last moment is cut too.
   while (!listener_done_) {
-    ForEachAcceptedSocket(port_, [](int fd, int) {
+    extender::ForEachAcceptedSocket(port_, [](int fd, int) {
       ::shutdown(fd, SHUT_RDWR);
       return true;
     });
