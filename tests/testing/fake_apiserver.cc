@@ -97,6 +97,13 @@ const ResourceInfo* FindResource(std::string_view key) {
   return nullptr;
 }
 
+/// The resource of a table key, or an error naming it (for the test-facing object API).
+absl::StatusOr<const ResourceInfo*> KnownResource(std::string_view key) {
+  const ResourceInfo* r = FindResource(key);
+  if (r == nullptr) return absl::InvalidArgumentError(StrCat("unknown resource \"", key, "\""));
+  return r;
+}
+
 const ResourceInfo* FindResource(std::string_view group, std::string_view version,
                                  std::string_view plural) {
   for (const ResourceInfo& r : kResources) {
@@ -1803,50 +1810,50 @@ std::string FakeApiServer::token() const {
 
 absl::StatusOr<Json> FakeApiServer::Create(const std::string& resource, const std::string& ns,
                                            Json object) {
-  const ResourceInfo* r = FindResource(resource);
-  if (r == nullptr)
-    return absl::InvalidArgumentError(StrCat("unknown resource \"", resource, "\""));
+  absl::StatusOr<const ResourceInfo*> found = KnownResource(resource);
+  if (!found.ok()) return found.status();
+  const ResourceInfo& r = **found;
   std::lock_guard<std::mutex> lk(mu_);
-  return CreateLocked(*r, ns, std::move(object));
+  return CreateLocked(r, ns, std::move(object));
 }
 
 absl::StatusOr<Json> FakeApiServer::Update(const std::string& resource, const std::string& ns,
                                            Json object) {
-  const ResourceInfo* r = FindResource(resource);
-  if (r == nullptr)
-    return absl::InvalidArgumentError(StrCat("unknown resource \"", resource, "\""));
+  absl::StatusOr<const ResourceInfo*> found = KnownResource(resource);
+  if (!found.ok()) return found.status();
+  const ResourceInfo& r = **found;
   std::lock_guard<std::mutex> lk(mu_);
-  return UpdateLocked(*r, ns, std::move(object));
+  return UpdateLocked(r, ns, std::move(object));
 }
 
 absl::StatusOr<Json> FakeApiServer::Apply(const std::string& resource, const std::string& ns,
                                           Json object) {
-  const ResourceInfo* r = FindResource(resource);
-  if (r == nullptr)
-    return absl::InvalidArgumentError(StrCat("unknown resource \"", resource, "\""));
+  absl::StatusOr<const ResourceInfo*> found = KnownResource(resource);
+  if (!found.ok()) return found.status();
+  const ResourceInfo& r = **found;
   std::lock_guard<std::mutex> lk(mu_);
   const std::string namespace_name = ns.empty() ? MetaStr(object, "namespace") : ns;
-  const std::string key = ObjectKey(*r, namespace_name, MetaStr(object, "name"));
-  if (store_[r->key].count(key) > 0) return UpdateLocked(*r, ns, std::move(object));
-  return CreateLocked(*r, ns, std::move(object));
+  const std::string key = ObjectKey(r, namespace_name, MetaStr(object, "name"));
+  if (store_[r.key].count(key) > 0) return UpdateLocked(r, ns, std::move(object));
+  return CreateLocked(r, ns, std::move(object));
 }
 
 absl::StatusOr<Json> FakeApiServer::Delete(const std::string& resource, const std::string& ns,
                                            const std::string& name) {
-  const ResourceInfo* r = FindResource(resource);
-  if (r == nullptr)
-    return absl::InvalidArgumentError(StrCat("unknown resource \"", resource, "\""));
+  absl::StatusOr<const ResourceInfo*> found = KnownResource(resource);
+  if (!found.ok()) return found.status();
+  const ResourceInfo& r = **found;
   std::lock_guard<std::mutex> lk(mu_);
-  auto& objects = store_[r->key];
-  auto it = objects.find(ObjectKey(*r, ns, name));
+  auto& objects = store_[r.key];
+  auto it = objects.find(ObjectKey(r, ns, name));
   if (it == objects.end()) {
-    return absl::NotFoundError(StrCat(r->qualified(), " \"", name, "\" not found"));
+    return absl::NotFoundError(StrCat(r.qualified(), " \"", name, "\" not found"));
   }
   Json last = it->second;
   const Json prev = last;
   objects.erase(it);
-  CommitLocked(*r, "DELETED", &last, &prev);
-  return WithKind(*r, std::move(last));
+  CommitLocked(r, "DELETED", &last, &prev);
+  return WithKind(r, std::move(last));
 }
 
 std::optional<Json> FakeApiServer::Get(const std::string& resource, const std::string& ns,
