@@ -471,6 +471,73 @@ size_t LoadModel(const ClusterProfile& p, core::ClusterModel* model) {
   return applied;
 }
 
+ClusterProfile GangCluster::Profile() const {
+  ClusterProfile p;
+  p.name = "gang";
+  p.nodes = Nodes();
+  p.pods_per_node = system_pods;
+  p.gpu_every = 1;
+  p.gpus_per_gpu_node = 8;
+  p.nodes_per_leaf = nodes_per_leaf;
+  p.leaves_per_spine = leaves_per_spine;
+  p.zones = zones;
+  return p;
+}
+
+int GangCluster::BusyGpus(int i) const {
+  const uint64_t h = SplitMix64(static_cast<uint64_t>(i) ^ 0x6a09e667ULL);
+  if ((h & 1) == 0) return 0;
+  return 1 + static_cast<int>((h >> 8) % 7);
+}
+
+bool GangCluster::HasLoader(int i) const {
+  const uint64_t h = SplitMix64(static_cast<uint64_t>(i) ^ 0x6a09e667ULL);
+  const int busy = BusyGpus(i);
+  return busy > 0 && busy <= 4 && (h >> 20) % 8 == 0;
+}
+
+std::vector<core::Pod> GangClusterPods(const GangCluster& c, int i) {
+  const ClusterProfile p = c.Profile();
+  std::vector<core::Pod> out;
+  auto make = [&](int k, std::string_view kind, const char* scheduler, int64_t cpu_milli,
+                  int64_t mem, int64_t gpus) {
+    core::Pod pod;
+    pod.uid = Uuid(static_cast<uint64_t>(i) + 2'000'003, static_cast<uint64_t>(k));
+    pod.ns = PodNamespace(i);
+    pod.name = StrCat(kind, "-", Pad(i, 5), "-", k);
+    pod.scheduler_name = scheduler;
+    pod.node_name = NodeName(p, i);
+    pod.phase = core::PodPhase::kRunning;
+    pod.creation = absl::FromUnixSeconds(kBaseUnixSeconds + 3600 + i);
+    pod.labels.Set("berth.io/queue", PodQueue(i));
+    pod.request.Set(core::kCpu, cpu_milli);
+    pod.request.Set(core::kMemory, mem);
+    pod.request.Set(core::kPods, 1);
+    if (gpus > 0) pod.request.Set(core::kNvidiaGpu, gpus);
+    out.push_back(std::move(pod));
+  };
+  int k = 0;
+  for (int j = 0; j < c.system_pods; ++j) make(k++, "node-agent", "default-scheduler", 250, 512 * kMi, 0);
+  for (int j = 0; j < c.BusyGpus(i); ++j) make(k++, "train", "berth-scheduler", 10'000, 80 * kGi, 1);
+  if (c.HasLoader(i)) make(k++, "loader", "berth-scheduler", 40'000, 64 * kGi, 0);
+  return out;
+}
+
+size_t LoadGangCluster(const GangCluster& c, core::ClusterModel* model) {
+  const ClusterProfile p = c.Profile();
+  std::vector<core::ModelEvent> events;
+  AppendNodeEvents(p, 0, p.nodes, &events);
+  size_t applied = events.size();
+  model->Apply(events);
+  events.clear();
+  for (int i = 0; i < p.nodes; ++i) {
+    for (core::Pod& pod : GangClusterPods(c, i)) events.emplace_back(core::PodUpsert{std::move(pod)});
+  }
+  applied += events.size();
+  model->Apply(events);
+  return applied;
+}
+
 std::string NodeJson(const ClusterProfile& p, int i, bool fat) {
   std::string out;
   out.reserve(fat ? 16384 : 4096);
@@ -487,12 +554,26 @@ std::string RunningPodJson(const ClusterProfile& p, int i, int k) {
   return out;
 }
 
-std::string PendingPodJson(PendingKind kind) {
+PendingPodSpec PendingPodSpecOf(PendingKind kind) {
   const bool fits = kind == PendingKind::kFits;
-  const std::string name = fits ? "train-bench-fits-0" : "train-bench-big-0";
-  const std::string cpu = fits ? "4" : "40";
-  const std::string mem = fits ? "16Gi" : "64Gi";
-  const std::string mem_limit = fits ? "24Gi" : "96Gi";
+  PendingPodSpec s;
+  s.name = fits ? "train-bench-fits-0" : "train-bench-big-0";
+  s.generate_name = fits ? "train-bench-fits-" : "train-bench-big-";
+  s.uid = fits ? "6f1d2c3b-4a59-4e68-b7a6-958473625140" : "7a2e3d4c-5b6a-4f79-a8b7-a69584736251";
+  s.cpu = fits ? "4" : "40";
+  s.memory = fits ? "16Gi" : "64Gi";
+  s.memory_limit = fits ? "24Gi" : "96Gi";
+  return s;
+}
+
+std::string PendingPodJson(PendingKind kind) { return PendingPodJson(PendingPodSpecOf(kind)); }
+
+std::string PendingPodJson(const PendingPodSpec& spec) {
+  const std::string& name = spec.name;
+  const std::string& cpu = spec.cpu;
+  const std::string& mem = spec.memory;
+  const std::string& mem_limit = spec.memory_limit;
+  const std::string gpus = spec.gpus > 0 ? StrCat(spec.gpus) : std::string();
   const std::string job_uid = "0b7c3e52-1f4a-4c1e-9d2b-6a1f0e8c7d31";
 
   std::string last_applied;
@@ -501,8 +582,10 @@ std::string PendingPodJson(PendingKind kind) {
     a.BeginObject();
     a.Key("apiVersion").String("v1").Key("kind").String("Pod");
     a.Key("metadata").BeginObject().Key("annotations").BeginObject().EndObject();
-    a.Key("labels").BeginObject().Key("app").String("trainer").Key("berth.io/queue").String("q-1").EndObject();
-    a.Key("name").String(name).Key("namespace").String("team-01").EndObject();
+    a.Key("labels").BeginObject().Key("app").String("trainer").Key("berth.io/queue").String("q-1");
+    if (!spec.pod_group.empty()) a.Key("scheduling.x-k8s.io/pod-group").String(spec.pod_group);
+    a.EndObject();
+    a.Key("name").String(name).Key("namespace").String(spec.ns).EndObject();
     a.Key("spec").BeginObject();
     a.Key("containers").BeginArray().BeginObject();
     a.Key("args").BeginArray().String("--config=/etc/train/config.yaml").String("--epochs=90").EndArray();
@@ -510,8 +593,12 @@ std::string PendingPodJson(PendingKind kind) {
     a.Key("image").String("us-docker.pkg.dev/bench-project/ml-images/trainer:v3.2.1");
     a.Key("name").String("main");
     a.Key("resources").BeginObject();
-    a.Key("limits").BeginObject().Key("memory").String(mem_limit).EndObject();
-    a.Key("requests").BeginObject().Key("cpu").String(cpu).Key("memory").String(mem).EndObject();
+    a.Key("limits").BeginObject().Key("memory").String(mem_limit);
+    if (!gpus.empty()) a.Key("nvidia.com/gpu").String(gpus);
+    a.EndObject();
+    a.Key("requests").BeginObject().Key("cpu").String(cpu).Key("memory").String(mem);
+    if (!gpus.empty()) a.Key("nvidia.com/gpu").String(gpus);
+    a.EndObject();
     a.EndObject().EndObject().EndArray();
     a.Key("restartPolicy").String("Never").Key("schedulerName").String("berth-scheduler");
     a.EndObject().EndObject();
@@ -524,11 +611,11 @@ std::string PendingPodJson(PendingKind kind) {
   w.BeginObject();
   w.Key("metadata").BeginObject();
   w.Key("name").String(name);
-  w.Key("generateName").String(fits ? "train-bench-fits-" : "train-bench-big-");
-  w.Key("namespace").String("team-01");
-  w.Key("uid").String(fits ? "6f1d2c3b-4a59-4e68-b7a6-958473625140" : "7a2e3d4c-5b6a-4f79-a8b7-a69584736251");
+  w.Key("generateName").String(spec.generate_name);
+  w.Key("namespace").String(spec.ns);
+  w.Key("uid").String(spec.uid);
   w.Key("resourceVersion").String("98765432");
-  w.Key("creationTimestamp").String("2026-01-02T03:04:05Z");
+  w.Key("creationTimestamp").String(spec.creation);
   w.Key("labels").BeginObject();
   w.Key("app").String("trainer");
   w.Key("batch.kubernetes.io/controller-uid").String(job_uid);
@@ -536,6 +623,7 @@ std::string PendingPodJson(PendingKind kind) {
   w.Key("berth.io/queue").String("q-1");
   w.Key("controller-uid").String(job_uid);
   w.Key("job-name").String("train-bench");
+  if (!spec.pod_group.empty()) w.Key("scheduling.x-k8s.io/pod-group").String(spec.pod_group);
   w.EndObject();
   w.Key("annotations").BeginObject();
   w.Key("kubectl.kubernetes.io/last-applied-configuration").String(last_applied);
@@ -561,8 +649,12 @@ std::string PendingPodJson(PendingKind kind) {
   w.BeginObject().Key("name").String("NCCL_DEBUG").Key("value").String("WARN").EndObject();
   w.EndArray();
   w.Key("resources").BeginObject();
-  w.Key("limits").BeginObject().Key("memory").String(mem_limit).EndObject();
-  w.Key("requests").BeginObject().Key("cpu").String(cpu).Key("memory").String(mem).EndObject();
+  w.Key("limits").BeginObject().Key("memory").String(mem_limit);
+  if (!gpus.empty()) w.Key("nvidia.com/gpu").String(gpus);
+  w.EndObject();
+  w.Key("requests").BeginObject().Key("cpu").String(cpu).Key("memory").String(mem);
+  if (!gpus.empty()) w.Key("nvidia.com/gpu").String(gpus);
+  w.EndObject();
   w.EndObject();
   w.Key("volumeMounts").Raw(
       R"([{"name":"kube-api-access-7xk2p","readOnly":true,"mountPath":"/var/run/secrets/kubernetes.io/serviceaccount"}])");

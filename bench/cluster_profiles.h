@@ -90,6 +90,57 @@ enum class PendingKind {
 /// a last-applied-configuration annotation, projected service-account volume, tolerations).
 std::string PendingPodJson(PendingKind kind);
 
+/// What varies between pending pods of the shape PendingPodJson writes.
+struct PendingPodSpec {
+  std::string name;
+  std::string generate_name;
+  std::string ns = "team-01";
+  std::string uid;
+  std::string creation = "2026-01-02T03:04:05Z";
+  /// Quantities as written in the pod spec ("4", "16Gi").
+  std::string cpu;
+  std::string memory;
+  std::string memory_limit;
+  /// nvidia.com/gpu in requests and limits when > 0.
+  int gpus = 0;
+  /// The label scheduling.x-k8s.io/pod-group when not empty.
+  std::string pod_group;
+};
+/// The spec of PendingPodJson(kind).
+PendingPodSpec PendingPodSpecOf(PendingKind kind);
+/// A pending pod of the same shape as PendingPodJson(kind) (same size give or take the names).
+std::string PendingPodJson(const PendingPodSpec& spec);
+
+// ---- the gang benchmark's cluster (docs/performance.md, "Gang admission (issue 5)") ------------
+
+/// A GPU cluster on a three-level fabric: `zones` x `spines_per_zone` x `leaves_per_spine` x
+/// `nodes_per_leaf` a2-highgpu-8g-like nodes (96 cpu, 680Gi, 8 GPUs, 20 labels as
+/// MakeNode writes them). Background load: every node runs `system_pods` small pods
+/// (250m, 512Mi); about half the nodes also run 1-7 one-GPU training pods (10 cpu, 80Gi
+/// each), and one in eight of those a CPU-only data loader (40 cpu, 64Gi), so free room varies
+/// from node to node and the GPU or the CPU may be what runs out.
+struct GangCluster {
+  int zones = 4;
+  int spines_per_zone = 5;
+  int leaves_per_spine = 10;
+  int nodes_per_leaf = 25;
+  int system_pods = 2;
+
+  int Nodes() const { return zones * spines_per_zone * leaves_per_spine * nodes_per_leaf; }
+  /// The profile whose MakeNode / NodeName / CandidateIndices / ArgsNamesJson give this
+  /// cluster's nodes and requests (every node a GPU node; spine s in zone s % zones).
+  ClusterProfile Profile() const;
+  /// GPUs the background pods of node `i` take (0 for an idle node).
+  int BusyGpus(int i) const;
+  /// Whether node `i` runs the CPU-only data loader.
+  bool HasLoader(int i) const;
+};
+
+/// The background pods of node `i` of `c`, bound and Running (not berth's).
+std::vector<core::Pod> GangClusterPods(const GangCluster& c, int i);
+/// Applies the nodes and background pods of `c` to `model`; \return the number of events.
+size_t LoadGangCluster(const GangCluster& c, core::ClusterModel* model);
+
 /// The candidate node indices of one call: `count` distinct nodes from a deterministic pseudo-
 /// random offset, stepping through the cluster the way kube-scheduler's rotating search does.
 std::vector<int> CandidateIndices(const ClusterProfile& p, int count, uint64_t seed);

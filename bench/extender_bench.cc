@@ -9,6 +9,9 @@
 ///   raw   - a minimal blocking-socket HTTP/1.1 server in this process (one thread per
 ///           connection, one send per reply): the transport floor on this machine.
 /// Then it measures the cluster model: load time, bytes per node and per pod, event cost.
+/// Last, gangs (issue 5): the filter call that admits a whole gang (plans and reserves room for
+/// every member), and the filter of a reserved member, against a plain pod's filter measured
+/// in the same run (`--gangs` runs only this section).
 ///
 /// Usage: berth_bench [--quick] [--sizes=1000,5000] [--rounds=3] [--seconds=1]
 ///                    [--full-seconds=1.5] [--no-full] [--no-model] [--no-raw]
@@ -16,6 +19,9 @@
 ///                    [--probe=noop|filter|prioritize|noop-prioritize|raw|inproc-filter|
 ///                             inproc-prioritize|inproc-reject|inproc-filter-full|
 ///                             inproc-prioritize-full --probe-calls=N]
+///                    [--gangs] [--no-gangs] [--gang-sizes=8,64,512] [--gang-rounds=N]
+///                    [--probe=inproc-gang-admit|inproc-gang-member|inproc-gang-plain
+///                     --gang-size=512]
 /// Latency runs: `taskset -c 0 berth_bench` (see docs/performance.md, "Method").
 /// Exits non-zero when any request failed or any reply was wrong (never on timing).
 
@@ -121,6 +127,12 @@ struct Options {
   std::string probe;
   int64_t probe_calls = 20000;
   std::string dump_replies;  // directory: write each captured request and reply there
+  bool gangs = true;          // the gang section (issue 5) in a full run
+  bool gangs_only = false;    // --gangs: only the gang section
+  std::vector<int> gang_sizes = {8, 64, 512};
+  bool gang_sizes_set = false;
+  int gang_rounds = 0;  // admissions per gang size; 0: 40, 20, 10 for 8, 64, 512 members
+  int gang_size = 512;  // --probe=inproc-gang-*
 };
 
 bool ParseFlag(std::string_view arg, std::string_view name, std::string* value) {
@@ -149,6 +161,22 @@ std::optional<Options> ParseArgs(int argc, char** argv) {
       o.model = false;
     } else if (arg == "--no-raw") {
       o.raw = false;
+    } else if (arg == "--gangs") {
+      o.gangs_only = true;
+    } else if (arg == "--no-gangs") {
+      o.gangs = false;
+    } else if (ParseFlag(arg, "--gang-sizes", &v)) {
+      o.gang_sizes.clear();
+      std::stringstream ss(v);
+      std::string item;
+      while (std::getline(ss, item, ',')) {
+        if (!item.empty()) o.gang_sizes.push_back(std::max(1, std::stoi(item)));
+      }
+      o.gang_sizes_set = true;
+    } else if (ParseFlag(arg, "--gang-rounds", &v)) {
+      o.gang_rounds = std::max(1, std::stoi(v));
+    } else if (ParseFlag(arg, "--gang-size", &v)) {
+      o.gang_size = std::max(1, std::stoi(v));
     } else if (arg == "--no-http") {
       o.sizes.clear();
       sizes_set = true;
@@ -189,8 +217,11 @@ std::optional<Options> ParseArgs(int argc, char** argv) {
           "                   [--full-seconds=1.5] [--warmup=0.2] [--no-full] [--no-model]\n"
           "                   [--no-raw] [--no-http] [--model-nodes=15000] [--events=50000]\n"
           "                   [--dump-replies=DIR] [--probe=KIND] [--probe-calls=20000]\n"
+          "                   [--gangs] [--no-gangs] [--gang-sizes=8,64,512] [--gang-rounds=N]\n"
+          "                   [--gang-size=512]\n"
           "  probe kinds: noop filter prioritize noop-prioritize raw inproc-filter\n"
-          "               inproc-prioritize inproc-reject inproc-filter-full inproc-prioritize-full\n");
+          "               inproc-prioritize inproc-reject inproc-filter-full inproc-prioritize-full\n"
+          "               inproc-gang-admit inproc-gang-member inproc-gang-plain (with --gang-size)\n");
       std::exit(0);
     } else {
       std::fprintf(stderr, "unknown argument: %s (try --help)\n", argv[a]);
@@ -1534,6 +1565,568 @@ ModelFigures RunModel(const Options& o) {
 }
 
 // ---------------------------------------------------------------------------
+// Gangs (issue 5): admitting a whole gang, and the filter of its reserved members. In-process:
+// Service::Filter called directly, as kube-scheduler's filter would reach it.
+// ---------------------------------------------------------------------------
+
+constexpr char kGangNamespace[] = "team-07";
+
+Dist DistOf(const LatencyStats& s) {
+  auto p = s.Percentiles({50, 99});
+  return Dist{p[0], p[1], s.Mean(), s.Count()};
+}
+
+/// One gang: its members' pods (as the model holds them and as kube-scheduler sends them) and
+/// its PodGroup.
+struct GangPods {
+  std::string name;
+  int size = 0;
+  std::vector<std::string> uids;
+  std::vector<std::string> pod_json;  // member m's pod as it appears in ExtenderArgs
+  std::vector<core::ModelEvent> add;  // PodUpsert per member, then the PodGroupUpsert
+  std::vector<core::ModelEvent> remove;
+};
+
+/// The fabric cluster with a Kubernetes-mode Service over it.
+class GangBench {
+ public:
+  explicit GangBench(const GangCluster& c) : cluster_(c), p_(c.Profile()) {
+    model_ = std::make_unique<core::ClusterModel>(&clock_);
+    const int64_t t0 = NowNs();
+    events_ = LoadGangCluster(cluster_, model_.get());
+    load_ms_ = (NowNs() - t0) / 1e6;
+    extender::ServiceOptions so;
+    so.mode = extender::Mode::kKubernetes;
+    so.build_type = BERTH_BENCH_BUILD_TYPE;
+    service_ = std::make_unique<extender::Service>(so, model_.get(), MakePipeline(*model_),
+                                                   &binder_, &clock_);
+    service_->SetReady(true);
+    for (int i = 0; i < p_.nodes; ++i) index_[NodeName(p_, i)] = i;
+    base_ = CandidateIndices(p_, p_.CandidateCount(), 42);
+    all_.resize(static_cast<size_t>(p_.nodes));
+    for (int i = 0; i < p_.nodes; ++i) all_[static_cast<size_t>(i)] = i;
+    // The plain pod: a member's shape without the gang label.
+    PendingPodSpec plain = MemberSpec("", 0);
+    plain.name = "train-plain-0";
+    plain.generate_name = "train-plain-";
+    plain.uid = "5e0c1b2a-3948-4d57-a695-847362514039";
+    plain_json_ = PendingPodJson(plain);
+    absl::StatusOr<core::Pod> pod = DecodePodJson(plain_json_);
+    if (pod.ok()) model_->Apply(core::PodUpsert{*std::move(pod)});
+  }
+
+  const ClusterProfile& profile() const { return p_; }
+  extender::Service& service() { return *service_; }
+  size_t events() const { return events_; }
+  double load_ms() const { return load_ms_; }
+  const std::vector<int>& base() const { return base_; }
+  const std::vector<int>& all() const { return all_; }
+  const std::string& plain_json() const { return plain_json_; }
+  size_t pod_count() const { return model_->Read()->pod_count(); }
+
+  /// Member `m` of gang `gang`: 8 cpu, 64Gi, 1 GPU, schedulerName berth-scheduler.
+  PendingPodSpec MemberSpec(const std::string& gang, int m) {
+    PendingPodSpec s;
+    s.ns = kGangNamespace;
+    s.name = StrCat(gang, "-worker-", absl::StrFormat("%04d", m));
+    s.generate_name = StrCat(gang, "-worker-");
+    s.uid = absl::StrFormat("9a7e%04x-%04x-4000-a000-%012x", static_cast<unsigned>(m & 0xffff),
+                            static_cast<unsigned>(serial_ >> 48), serial_ & 0xffffffffffffULL);
+    ++serial_;
+    s.cpu = "8";
+    s.memory = "64Gi";
+    s.memory_limit = "64Gi";
+    s.gpus = 1;
+    s.pod_group = gang;
+    return s;
+  }
+
+  GangPods MakeGang(const std::string& name, int size) {
+    GangPods g;
+    g.name = name;
+    g.size = size;
+    for (int m = 0; m < size; ++m) {
+      const PendingPodSpec spec = MemberSpec(name, m);
+      std::string json = PendingPodJson(spec);
+      absl::StatusOr<core::Pod> pod = DecodePodJson(json);
+      if (!pod.ok()) {
+        Fail(StrCat("gang member pod JSON does not decode: ", pod.status().ToString()));
+        continue;
+      }
+      Expect(core::GangNameOf(*pod) == name && pod->request.Get(core::kNvidiaGpu) == 1 &&
+                 pod->request.Get(core::kCpu) == 8000,
+             "gang member pod decodes with its gang label and request");
+      g.uids.push_back(spec.uid);
+      g.remove.emplace_back(core::PodDelete{spec.uid, spec.ns, spec.name});
+      g.add.emplace_back(core::PodUpsert{*std::move(pod)});
+      g.pod_json.push_back(std::move(json));
+    }
+    core::PodGroup group;
+    group.ns = kGangNamespace;
+    group.name = name;
+    group.min_member = size;
+    group.creation = absl::FromUnixSeconds(1'767'225'600 + 86400);
+    g.add.emplace_back(core::PodGroupUpsert{std::move(group)});
+    g.remove.emplace_back(core::PodGroupDelete{kGangNamespace, name});
+    return g;
+  }
+
+  void Add(const GangPods& g) { model_->Apply(g.add); }
+  /// Deletes the gang's pods and PodGroup: its reservations go with its pods.
+  void Release(const GangPods& g) { model_->Apply(g.remove); }
+
+  /// The node index of the room reserved for pod `uid`, or -1.
+  int ReservedNode(std::string_view uid) const {
+    auto view = model_->Read();
+    const core::Reservation* r = view->FindReservation(uid);
+    if (r == nullptr || r->gang.empty()) return -1;
+    auto it = index_.find(view->node(r->node).node.name);
+    return it == index_.end() ? -1 : it->second;
+  }
+
+  /// `base` with node `x` in it (in place of its last node when it is missing).
+  std::vector<int> With(const std::vector<int>& base, int x) const {
+    std::vector<int> c = base;
+    if (std::find(c.begin(), c.end(), x) == c.end()) c.back() = x;
+    return c;
+  }
+  /// `base` without node `x` (another node not in `base` takes its place).
+  std::vector<int> Without(const std::vector<int>& base, int x) const {
+    std::vector<int> c = base;
+    auto it = std::find(c.begin(), c.end(), x);
+    if (it == c.end()) return c;
+    for (int y = (x + 1) % p_.nodes; y != x; y = (y + 1) % p_.nodes) {
+      if (std::find(c.begin(), c.end(), y) == c.end()) {
+        *it = y;
+        break;
+      }
+    }
+    return c;
+  }
+
+  std::string Body(const std::string& pod_json, const std::vector<int>& cand) const {
+    return ArgsNamesJson(p_, pod_json, cand);
+  }
+
+  /// The smallest fabric domain holding every node of `nodes`: 0 one node, 1 one leaf, 2 one
+  /// spine, 3 one zone, 4 the whole cluster. Hops between members: 2 x this.
+  int Level(const std::vector<int>& nodes) const {
+    if (nodes.empty()) return 0;
+    auto same = [&](auto key) {
+      return std::all_of(nodes.begin(), nodes.end(), [&](int n) { return key(n) == key(nodes[0]); });
+    };
+    const int npl = cluster_.nodes_per_leaf, nps = npl * cluster_.leaves_per_spine;
+    if (same([](int n) { return n; })) return 0;
+    if (same([&](int n) { return n / npl; })) return 1;
+    if (same([&](int n) { return n / nps; })) return 2;
+    if (same([&](int n) { return (n / nps) % cluster_.zones; })) return 3;
+    return 4;
+  }
+
+ private:
+  absl::StatusOr<core::Pod> DecodePodJson(const std::string& json) {
+    absl::StatusOr<extender::JsonDocument> doc = extender::JsonDocument::Parse(json);
+    if (!doc.ok()) return doc.status();
+    return extender::DecodePod(doc->root().get_object().value(), model_->resources(),
+                               extender::JsonPath{});
+  }
+
+  GangCluster cluster_;
+  ClusterProfile p_;
+  core::RealClock clock_;
+  std::unique_ptr<core::ClusterModel> model_;
+  OkBinder binder_;
+  std::unique_ptr<extender::Service> service_;
+  size_t events_ = 0;
+  double load_ms_ = 0;
+  std::map<std::string, int, std::less<>> index_;
+  std::vector<int> base_, all_;
+  std::string plain_json_;
+  uint64_t serial_ = 1;
+};
+
+const char* LevelName(int level) {
+  static constexpr const char* kNames[] = {"one node", "one leaf", "one spine", "one zone",
+                                           "whole cluster"};
+  return kNames[std::clamp(level, 0, 4)];
+}
+
+/// Whether a filter reply passes exactly node `name`.
+bool PassesOnly(const std::string& reply, const std::string& name) {
+  return reply.find(StrCat("\"NodeNames\":[\"", name, "\"]")) != std::string::npos;
+}
+
+/// The nodes a filter reply passes (a DOM parse; not timed).
+std::vector<std::string> PassedNodes(const std::string& reply) {
+  std::vector<std::string> out;
+  nlohmann::json j = nlohmann::json::parse(reply, nullptr, false);
+  if (j.is_discarded() || !j["NodeNames"].is_array()) return out;
+  for (const auto& n : j["NodeNames"]) out.push_back(n.get<std::string>());
+  return out;
+}
+
+/// Admits a gang through the first member's filter with every node a candidate (what
+/// kube-scheduler sends with percentageOfNodesToScore: 100; timed into `timing` when given),
+/// and \return the node planned for member 0 (-1 when the gang was not admitted). The gang is
+/// then deleted, which releases its room: the state is as before, and planning the next gang
+/// of the same shape yields the same nodes.
+int PlannedNodeOfFirst(GangBench& b, const GangPods& probe, LatencyStats* timing = nullptr) {
+  b.Add(probe);
+  const std::string body = b.Body(probe.pod_json[0], b.all());
+  const int64_t t0 = NowNs();
+  extender::Reply r = b.service().Filter(body);
+  if (timing != nullptr) timing->Add(NowNs() - t0);
+  const int x = b.ReservedNode(probe.uids[0]);
+  Expect(r.status == 200 && x >= 0,
+         StrCat("gang ", probe.name, " (", probe.size, " members) is admitted: ", r.body.substr(0, 400)));
+  b.Release(probe);
+  return x;
+}
+
+struct GangFigures {
+  int size = 0;
+  LatencyStats admit;        // first member's filter: plans and reserves the gang
+  LatencyStats admit_all;    // the same with every node a candidate
+  LatencyStats member;       // a reserved member's filter, 500 candidates including its node
+  LatencyStats plain;        // the plain pod, the same candidates, interleaved with `member`
+  LatencyStats plain_empty;  // the plain pod before any gang holds room (500 candidates)
+  LatencyStats member_all;   // every node a candidate
+  LatencyStats plain_all;
+  LatencyStats replan;       // 500 candidates without the member's node: its room is moved
+  int replan_failed = 0;
+  std::map<int, int> placed;        // level -> admissions placed there
+  std::map<int, int> after_replan;  // level of the gang once one member moved
+  size_t member_reply = 0, plain_reply = 0;
+  size_t events = 0;  // nodes and background pods applied to the model
+  double load_ms = 0;
+};
+
+GangFigures RunGangSize(const GangCluster& c, int size, int rounds, int max_member_calls,
+                        int max_all_calls, int max_replans) {
+  GangFigures f;
+  f.size = size;
+  GangBench b(c);
+  const ClusterProfile& p = b.profile();
+  f.events = b.events();
+  f.load_ms = b.load_ms();
+  {
+    const std::string body = b.Body(b.plain_json(), b.base());
+    for (int i = 0; i < max_member_calls / 2 + 3; ++i) {
+      const int64_t t0 = NowNs();
+      extender::Reply r = b.service().Filter(body);
+      if (i >= 3) f.plain_empty.Add(NowNs() - t0);
+      if (r.status != 200) Fail(StrCat("plain filter: ", r.body.substr(0, 300)));
+    }
+  }
+
+  // Admissions: each gang is admitted twice against the same state. First with every node a
+  // candidate, which shows the node planned for its first member; that gang is deleted (its
+  // room released). Then a twin gang is admitted with 500 candidates that include that node
+  // (kube-scheduler offers only nodes that passed its own filters; the planned node passes
+  // them), and kept, so later rounds plan in a fuller cluster.
+  std::vector<GangPods> kept;
+  for (int r = 0; r < rounds; ++r) {
+    const int x = PlannedNodeOfFirst(b, b.MakeGang(StrCat("probe-", size, "-", r), size), &f.admit_all);
+    if (x < 0) break;
+    GangPods g = b.MakeGang(StrCat("gang-", size, "-", r), size);
+    b.Add(g);
+    const std::string body = b.Body(g.pod_json[0], b.With(b.base(), x));
+    const int64_t t0 = NowNs();
+    extender::Reply reply = b.service().Filter(body);
+    f.admit.Add(NowNs() - t0);
+    std::vector<int> nodes;
+    for (const std::string& uid : g.uids) nodes.push_back(b.ReservedNode(uid));
+    const int unreserved = static_cast<int>(std::count(nodes.begin(), nodes.end(), -1));
+    Expect(reply.status == 200 && PassesOnly(reply.body, NodeName(p, x)) && nodes[0] == x &&
+               unreserved == 0,
+           StrCat("gang ", g.name, ": admission reserves every member and passes only the ",
+                  "first member's planned node ", NodeName(p, x), " (", unreserved,
+                  " members without room; first member on ", nodes[0], "): ",
+                  reply.body.substr(0, 300)));
+    ++f.placed[b.Level(nodes)];
+    kept.push_back(std::move(g));
+  }
+
+  // Reserved members 2..n, each with 500 candidates that include its node, interleaved with
+  // the plain pod on the very same candidates; the order alternates.
+  struct Member {
+    const GangPods* gang;
+    int m;
+  };
+  std::vector<Member> members;
+  for (const GangPods& g : kept) {
+    for (int m = 1; m < g.size; ++m) members.push_back({&g, m});
+  }
+  auto pick = [&](int limit) {
+    std::vector<Member> out;
+    if (members.empty() || limit <= 0) return out;
+    const size_t n = std::min(members.size(), static_cast<size_t>(limit));
+    for (size_t k = 0; k < n; ++k) out.push_back(members[k * members.size() / n]);
+    return out;
+  };
+  auto time_pair = [&](const Member& mb, const std::vector<int>& base, LatencyStats* ms,
+                       LatencyStats* ps, bool first) {
+    const int x = b.ReservedNode(mb.gang->uids[static_cast<size_t>(mb.m)]);
+    if (x < 0) {
+      Fail(StrCat("member ", mb.m, " of gang ", mb.gang->name, " has no reservation"));
+      return;
+    }
+    const std::vector<int> cand = b.With(base, x);
+    const std::string member_body = b.Body(mb.gang->pod_json[static_cast<size_t>(mb.m)], cand);
+    const std::string plain_body = b.Body(b.plain_json(), cand);
+    extender::Reply mr, pr;
+    auto run_member = [&] {
+      const int64_t t0 = NowNs();
+      mr = b.service().Filter(member_body);
+      ms->Add(NowNs() - t0);
+    };
+    auto run_plain = [&] {
+      const int64_t t0 = NowNs();
+      pr = b.service().Filter(plain_body);
+      ps->Add(NowNs() - t0);
+    };
+    if (first) {
+      run_member();
+      run_plain();
+    } else {
+      run_plain();
+      run_member();
+    }
+    Expect(mr.status == 200 && PassesOnly(mr.body, NodeName(p, x)),
+           StrCat("a reserved member's filter passes only its node: ", mr.body.substr(0, 300)));
+    Expect(pr.status == 200 && pr.body.find("\"NodeNames\":[\"") != std::string::npos,
+           StrCat("the plain pod fits some candidates: ", pr.body.substr(0, 300)));
+    if (ms == &f.member && f.member_reply == 0) {
+      f.member_reply = mr.body.size();
+      f.plain_reply = pr.body.size();
+    }
+  };
+  {
+    const std::vector<Member> sample = pick(max_member_calls);
+    const int passes = sample.empty() ? 0 : std::max<int>(1, static_cast<int>(max_member_calls / sample.size()));
+    for (int pass = 0; pass < passes; ++pass) {
+      for (size_t k = 0; k < sample.size(); ++k) {
+        time_pair(sample[k], b.base(), &f.member, &f.plain, (k + static_cast<size_t>(pass)) % 2 == 0);
+      }
+    }
+  }
+  {
+    const std::vector<Member> sample = pick(max_all_calls);
+    for (size_t k = 0; k < sample.size(); ++k) {
+      time_pair(sample[k], b.all(), &f.member_all, &f.plain_all, k % 2 == 0);
+    }
+  }
+  // Reserved node not offered: berth moves the member's room to the candidate nearest the rest
+  // of its gang (Service::ReplanGangMember). Each member once; this changes the reservations,
+  // so it runs last.
+  for (const Member& mb : pick(max_replans)) {
+    const std::string& uid = mb.gang->uids[static_cast<size_t>(mb.m)];
+    const int x = b.ReservedNode(uid);
+    if (x < 0) continue;
+    const std::vector<int> cand = b.Without(b.base(), x);
+    const std::string body = b.Body(mb.gang->pod_json[static_cast<size_t>(mb.m)], cand);
+    const int64_t t0 = NowNs();
+    extender::Reply r = b.service().Filter(body);
+    f.replan.Add(NowNs() - t0);
+    const int y = b.ReservedNode(uid);
+    const std::vector<std::string> passed = PassedNodes(r.body);
+    if (passed.empty()) {
+      ++f.replan_failed;
+      continue;
+    }
+    Expect(r.status == 200 && passed.size() == 1 && y >= 0 && y != x &&
+               passed[0] == NodeName(p, y) && std::find(cand.begin(), cand.end(), y) != cand.end(),
+           StrCat("a member whose node is not offered is moved to a candidate: ", r.body.substr(0, 300)));
+    std::vector<int> nodes;
+    for (const std::string& u : mb.gang->uids) nodes.push_back(b.ReservedNode(u));
+    ++f.after_replan[b.Level(nodes)];
+  }
+  for (const GangPods& g : kept) b.Release(g);
+  return f;
+}
+
+std::string Ms(const Dist& d) {
+  return absl::StrFormat("%.2f / %.2f / %.2f", d.p50 / 1e6, d.mean / 1e6, d.p99 / 1e6);
+}
+std::string UsCell(const Dist& d) {
+  return absl::StrFormat("%.1f / %.1f / %.1f", Us(d.p50), d.mean / 1e3, Us(d.p99));
+}
+
+std::string Levels(const std::map<int, int>& m) {
+  std::string out;
+  for (const auto& [level, n] : m) {
+    StrAppend(&out, out.empty() ? "" : ", ", n, " x ", LevelName(level), " (", 2 * level, " hops)");
+  }
+  return out.empty() ? "-" : out;
+}
+
+int RunGangs(const Options& o) {
+  GangCluster c;
+  if (o.quick) {
+    c.zones = 2;
+    c.spines_per_zone = 2;
+    c.leaves_per_spine = 4;
+    c.nodes_per_leaf = 10;
+  }
+  const ClusterProfile p = c.Profile();
+  int busy = 0, loaders = 0, free_slots = 0;
+  for (int i = 0; i < p.nodes; ++i) {
+    busy += c.BusyGpus(i) > 0;
+    loaders += c.HasLoader(i);
+    // 8 cpu / 64Gi / 1 GPU members on a 95.77-cpu, 639Gi, 8-GPU node.
+    const int64_t cpu = 95'770 - 250 * c.system_pods - 10'000 * c.BusyGpus(i) - (c.HasLoader(i) ? 40'000 : 0);
+    free_slots += static_cast<int>(std::min<int64_t>(8 - c.BusyGpus(i), cpu / 8000));
+  }
+  std::printf("\nGang admission (issue 5): in-process Service::Filter, %d nodes = %d zones x %d spines x "
+              "%d leaves x %d nodes\n",
+              p.nodes, c.zones, c.spines_per_zone, c.leaves_per_spine, c.nodes_per_leaf);
+  std::printf("  nodes: 96 cpu (95770m allocatable), 680Gi, 8 GPUs each; %d idle apart from %d node "
+              "agents, %d running 1-7 one-GPU pods (%d of them also a 40-cpu loader)\n",
+              p.nodes - busy, c.system_pods, busy, loaders);
+  std::printf("  members and the plain pod: 8 cpu, 64Gi, 1 GPU; room for %d such pods in the empty "
+              "cluster; %d candidates\n",
+              free_slots, p.CandidateCount());
+  std::fflush(stdout);
+  std::vector<int> sizes = o.gang_sizes;
+  if (o.quick && !o.gang_sizes_set) sizes = {8, 64};
+  std::vector<GangFigures> all;
+  for (int size : sizes) {
+    const int rounds = o.gang_rounds > 0 ? o.gang_rounds
+                       : o.quick         ? 2
+                       : size <= 8       ? 40
+                       : size <= 64      ? 20
+                                         : 10;
+    const int64_t t0 = NowNs();
+    GangFigures f = RunGangSize(c, size, rounds, o.quick ? 40 : 2000, o.quick ? 4 : 100,
+                                o.quick ? 8 : 200);
+    const Dist a = DistOf(f.admit), m = DistOf(f.member), pl = DistOf(f.plain);
+    std::printf("  gang of %d: %lld admissions, placed in %s; first filter %s ms (p50 / mean / p99); "
+                "member %s us, plain %s us (p50 / mean / p99); model of %zu events loaded in %.0f ms; "
+                "stage %.1f s\n",
+                size, static_cast<long long>(a.count), Levels(f.placed).c_str(), Ms(a).c_str(),
+                UsCell(m).c_str(), UsCell(pl).c_str(), f.events, f.load_ms, (NowNs() - t0) / 1e9);
+    std::fflush(stdout);
+    all.push_back(std::move(f));
+  }
+  std::printf("\nGang admission: the first member's filter plans and reserves the whole gang "
+              "(%d candidates, its planned node among them)\n\n",
+              p.CandidateCount());
+  std::printf("| gang | admissions | placed in | admission p50 ms | mean ms | max ms | per member us (mean / n) "
+              "| plain filter p50 us | admission / plain (p50) | admission, all %d nodes offered: p50 / mean ms |\n"
+              "|---|---|---|---|---|---|---|---|---|---|\n", p.nodes);
+  for (const GangFigures& f : all) {
+    const Dist a = DistOf(f.admit), pl = DistOf(f.plain), aa = DistOf(f.admit_all);
+    std::printf("| %d | %lld | %s | %.2f | %.2f | %.2f | %.1f | %.1f | %.0fx | %.2f / %.2f |\n", f.size,
+                static_cast<long long>(a.count), Levels(f.placed).c_str(), a.p50 / 1e6, a.mean / 1e6,
+                f.admit.Max() / 1e6, a.mean / 1e3 / f.size, Us(pl.p50),
+                Ratio(static_cast<double>(a.p50), static_cast<double>(pl.p50)), aa.p50 / 1e6, aa.mean / 1e6);
+  }
+  std::printf("\nReserved members (2..n) against the plain pod (same shape, no gang), interleaved, "
+              "same candidates; p50 / mean / p99 us\n\n");
+  std::printf("| gang | candidates | member calls | reserved member | plain pod | member / plain (p50) "
+              "| member / plain (mean) | reply bytes member / plain |\n|---|---|---|---|---|---|---|---|\n");
+  for (const GangFigures& f : all) {
+    for (int which = 0; which < 2; ++which) {
+      const LatencyStats& ms = which == 0 ? f.member : f.member_all;
+      const LatencyStats& ps = which == 0 ? f.plain : f.plain_all;
+      if (ms.Count() == 0) continue;
+      const Dist m = DistOf(ms), pl = DistOf(ps);
+      std::printf("| %d | %d | %lld | %s | %s | %.2f | %.2f | %s |\n", f.size,
+                  which == 0 ? p.CandidateCount() : p.nodes, static_cast<long long>(m.count),
+                  UsCell(m).c_str(), UsCell(pl).c_str(),
+                  Ratio(static_cast<double>(m.p50), static_cast<double>(pl.p50)), Ratio(m.mean, pl.mean),
+                  which == 0 ? StrCat(Bytes(f.member_reply), " / ", Bytes(f.plain_reply)).c_str() : "-");
+    }
+  }
+  std::printf("\nThe plain pod before any gang holds room (no reservations in the model), same cluster: ");
+  for (const GangFigures& f : all) {
+    std::printf("%s%s us", &f == &all.front() ? "" : "; ", UsCell(DistOf(f.plain_empty)).c_str());
+  }
+  std::printf(" (p50 / mean / p99, one figure per gang size's fresh cluster)\n");
+  std::printf("\nReserved node not offered (%d candidates without it): berth moves the member's room "
+              "to the candidate nearest its gang\n\n| gang | calls | filter p50 / mean / p99 us | "
+              "/ plain (p50) | no room found | gang's domain afterwards |\n|---|---|---|---|---|---|\n",
+              p.CandidateCount());
+  for (const GangFigures& f : all) {
+    const Dist r = DistOf(f.replan), pl = DistOf(f.plain);
+    std::printf("| %d | %lld | %s | %.1fx | %d | %s |\n", f.size, static_cast<long long>(r.count),
+                UsCell(r).c_str(), Ratio(static_cast<double>(r.p50), static_cast<double>(pl.p50)),
+                f.replan_failed, Levels(f.after_replan).c_str());
+  }
+  std::fflush(stdout);
+  return g_failures == 0 ? 0 : 1;
+}
+
+/// --probe=inproc-gang-admit / inproc-gang-member / inproc-gang-plain: a fixed number of
+/// admissions (the gang is released after each, so every one plans against the same state),
+/// reserved-member filters, or plain-pod filters on the same candidates while the gang holds
+/// room, for perf.
+int RunGangProbe(const Options& o) {
+  GangCluster c;
+  if (o.quick) {
+    c.zones = 2;
+    c.spines_per_zone = 2;
+    c.leaves_per_spine = 4;
+    c.nodes_per_leaf = 10;
+  }
+  GangBench b(c);
+  const int size = o.gang_size;
+  const int x = PlannedNodeOfFirst(b, b.MakeGang("probe", size));
+  if (x < 0) return 1;
+  GangPods g = b.MakeGang("gang", size);
+  const std::string first_body = b.Body(g.pod_json[0], b.With(b.base(), x));
+  int64_t bad = 0;
+  if (o.probe == "inproc-gang-admit") {
+    std::printf("PROBE-START %s size %d, %lld calls\n", o.probe.c_str(), size,
+                static_cast<long long>(o.probe_calls));
+    std::fflush(stdout);
+    int64_t timed = 0;
+    for (int64_t i = 0; i < o.probe_calls; ++i) {
+      b.Add(g);
+      const int64_t t0 = NowNs();
+      extender::Reply r = b.service().Filter(first_body);
+      timed += NowNs() - t0;
+      if (!PassesOnly(r.body, NodeName(b.profile(), x))) ++bad;
+      b.Release(g);
+    }
+    std::printf("PROBE-END %.3f ms/admission (filter calls only), %lld bad\n",
+                timed / 1e6 / static_cast<double>(std::max<int64_t>(1, o.probe_calls)),
+                static_cast<long long>(bad));
+    return bad == 0 ? 0 : 1;
+  }
+  if (o.probe != "inproc-gang-member" && o.probe != "inproc-gang-plain") {
+    std::fprintf(stderr, "unknown --probe=%s\n", o.probe.c_str());
+    return 2;
+  }
+  b.Add(g);
+  (void)b.service().Filter(first_body);
+  const bool plain = o.probe == "inproc-gang-plain";
+  std::vector<std::string> bodies;
+  std::vector<std::string> want;  // the reply must pass only this node ("": any)
+  for (int m = 1; m < size; ++m) {
+    const int n = b.ReservedNode(g.uids[static_cast<size_t>(m)]);
+    if (n < 0) return 1;
+    const std::vector<int> cand = b.With(b.base(), n);
+    bodies.push_back(b.Body(plain ? b.plain_json() : g.pod_json[static_cast<size_t>(m)], cand));
+    want.push_back(plain ? std::string() : NodeName(b.profile(), n));
+  }
+  if (bodies.empty()) return 1;
+  std::printf("PROBE-START %s size %d, %lld calls\n", o.probe.c_str(), size,
+              static_cast<long long>(o.probe_calls));
+  std::fflush(stdout);
+  const int64_t t0 = NowNs();
+  for (int64_t i = 0; i < o.probe_calls; ++i) {
+    const size_t k = static_cast<size_t>(i) % bodies.size();
+    extender::Reply r = b.service().Filter(bodies[k]);
+    if (r.status != 200 || (!want[k].empty() && !PassesOnly(r.body, want[k]))) ++bad;
+  }
+  std::printf("PROBE-END %.2f us/call, %lld bad\n",
+              (NowNs() - t0) / 1e3 / static_cast<double>(std::max<int64_t>(1, o.probe_calls)),
+              static_cast<long long>(bad));
+  return bad == 0 ? 0 : 1;
+}
+
+// ---------------------------------------------------------------------------
 // Probe: a fixed number of calls on one connection, for strace / perf.
 // ---------------------------------------------------------------------------
 
@@ -1691,12 +2284,30 @@ void PrintTargets(const std::vector<ClusterSummary>& clusters, const std::option
   std::fflush(stdout);
 }
 
+// The run's closing lines and exit status: 1 when any reply check failed.
+int FinishRun() {
+  std::printf("\nload average at end: %s; peak RSS of the whole run: %s\n", LoadAverage().c_str(),
+              Mib(PeakRssKiB()).c_str());
+  if (g_failures > 0) {
+    std::printf("\n%d check(s) FAILED: see stderr\n", g_failures);
+    return 1;
+  }
+  std::printf("\nall replies checked: no errors\n");
+  return 0;
+}
+
+
 int Main(int argc, char** argv) {
   std::optional<Options> o = ParseArgs(argc, argv);
   if (!o) return 2;
   spdlog::set_level(spdlog::level::warn);
+  if (o->probe.starts_with("inproc-gang")) return RunGangProbe(*o);
   if (!o->probe.empty()) return RunProbe(*o);
   PrintEnvironment(*o);
+  if (o->gangs_only) {
+    RunGangs(*o);
+    return FinishRun();
+  }
 
   {
     ClusterProfile check = Profile1k();
@@ -1712,15 +2323,9 @@ int Main(int argc, char** argv) {
   }
   std::optional<ModelFigures> model;
   if (o->model) model = RunModel(*o);
+  if (o->gangs) RunGangs(*o);
   PrintTargets(clusters, model);
-  std::printf("\nload average at end: %s; peak RSS of the whole run: %s\n", LoadAverage().c_str(),
-              Mib(PeakRssKiB()).c_str());
-  if (g_failures > 0) {
-    std::printf("\n%d check(s) FAILED: see stderr\n", g_failures);
-    return 1;
-  }
-  std::printf("\nall replies checked: no errors\n");
-  return 0;
+  return FinishRun();
 }
 
 }  // namespace

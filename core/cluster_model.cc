@@ -61,6 +61,29 @@ const Reservation* ClusterState::FindReservation(std::string_view uid) const {
   return it == reservations_.end() ? nullptr : &it->second;
 }
 
+std::string_view GangNameOf(const Pod& pod) {
+  if (auto v = pod.labels.Get("scheduling.x-k8s.io/pod-group"); v && !v->empty()) return *v;
+  if (auto v = pod.annotations.Get("scheduling.k8s.io/group-name"); v && !v->empty()) return *v;
+  return {};
+}
+
+void ClusterState::ForEachGangMember(std::string_view ns, std::string_view name,
+                                     const std::function<void(const PodState&)>& fn) const {
+  auto it = gang_members_.find(std::make_pair(ns, name));
+  if (it == gang_members_.end()) return;
+  for (PodSlot slot : it->second) fn(pods_[slot]);
+}
+
+void ClusterState::ForEachGang(
+    const std::function<void(std::string_view, std::string_view)>& fn) const {
+  for (const auto& [key, members] : gang_members_) fn(key.first, key.second);
+}
+
+const GangRecord* ClusterState::FindGangRecord(std::string_view ns, std::string_view name) const {
+  auto it = gang_records_.find(std::make_pair(ns, name));
+  return it == gang_records_.end() ? nullptr : &it->second;
+}
+
 void ClusterState::ForEachReservation(
     const std::function<void(std::string_view, const Reservation&)>& fn) const {
   for (const auto& [uid, r] : reservations_) fn(uid, r);
@@ -327,6 +350,29 @@ void ClusterModel::EraseReservation(std::string_view uid) {
   MaybeFreeNodeSlot(slot);
 }
 
+void ClusterModel::IndexGang(PodSlot slot, bool add) {
+  const Pod& pod = pods_[slot].pod;
+  const std::string_view gang = GangNameOf(pod);
+  if (gang.empty()) return;
+  auto key = std::make_pair(std::string_view(pod.ns), gang);
+  auto it = gang_members_.find(key);
+  if (add) {
+    if (it == gang_members_.end()) {
+      it = gang_members_.emplace(std::make_pair(std::string(pod.ns), std::string(gang)),
+                                 std::vector<PodSlot>{}).first;
+    }
+    it->second.push_back(slot);
+    return;
+  }
+  if (it == gang_members_.end()) return;
+  std::erase(it->second, slot);
+  if (it->second.empty()) {
+    // The gang's last pod is gone: so is what berth remembered of it.
+    if (auto rit = gang_records_.find(key); rit != gang_records_.end()) gang_records_.erase(rit);
+    gang_members_.erase(it);
+  }
+}
+
 void ClusterModel::ReconcileLedger(PodSlot slot, ApplyStats* stats) {
   const Pod& pod = pods_[slot].pod;
   // Room held for a pod ends once it is placed (by anyone) or finished.
@@ -358,6 +404,7 @@ void ClusterModel::UpsertPod(Pod pod, ApplyStats* stats) {
   if (auto it = pod_by_uid_.find(pod.uid); it != pod_by_uid_.end()) {
     slot = it->second;
     Uncount(slot);
+    IndexGang(slot, /*add=*/false);
     PodState& p = pods_[slot];
     // Keys are views into the stored strings: drop them while the strings are replaced.
     pod_by_uid_.erase(it);
@@ -382,6 +429,7 @@ void ClusterModel::UpsertPod(Pod pod, ApplyStats* stats) {
   pod_by_name_.emplace(std::make_pair(std::string_view(p.pod.ns), std::string_view(p.pod.name)),
                        slot);
   Count(slot);
+  IndexGang(slot, /*add=*/true);
   ReconcileLedger(slot, stats);
   ++stats->pods_upserted;
 }
@@ -389,6 +437,7 @@ void ClusterModel::UpsertPod(Pod pod, ApplyStats* stats) {
 void ClusterModel::RemovePodSlot(PodSlot slot) {
   PodState& p = pods_[slot];
   Uncount(slot);
+  IndexGang(slot, /*add=*/false);
   pod_by_uid_.erase(std::string_view(p.pod.uid));
   pod_by_name_.erase(std::make_pair(std::string_view(p.pod.ns), std::string_view(p.pod.name)));
   p = PodState{};
@@ -525,13 +574,59 @@ absl::Status ClusterModel::Reserve(std::string_view uid, std::string_view node,
     if (absl::Status s = check(*this); !s.ok()) return s;
   }
   ++generation_;
+  PlaceReservation(uid, slot, std::move(reservation));
+  return absl::OkStatus();
+}
+
+void ClusterModel::PlaceReservation(std::string_view uid, NodeSlot slot, Reservation reservation) {
   EraseReservation(uid);
   reservation.node = slot;
   nodes_[slot].reserved.Add(reservation.request);
   ++nodes_[slot].reservations;
   Touch(slot);
   reservations_.emplace(std::string(uid), std::move(reservation));
+}
+
+absl::Status ClusterModel::ReserveAll(std::vector<ReservationRequest> requests,
+                                      const ReservationCheck& check) {
+  std::unique_lock<RwMutex> lock(mu_);
+  std::vector<NodeSlot> slots;
+  slots.reserve(requests.size());
+  for (const ReservationRequest& r : requests) {
+    auto pit = pod_by_uid_.find(std::string_view(r.uid));
+    if (pit == pod_by_uid_.end()) {
+      return absl::NotFoundError(StrCat("pod with uid ", r.uid, " is not known to berth"));
+    }
+    const Pod& pod = pods_[pit->second].pod;
+    if (!pod.node_name.empty() || ledger_.contains(r.uid) || IsTerminal(pod.phase)) {
+      return absl::FailedPreconditionError(
+          StrCat("pod ", pod.ns, "/", pod.name, " is already bound, being bound or finished"));
+    }
+    const NodeSlot slot = FindNodeSlot(r.node);
+    if (slot == kNoNode) {
+      return absl::NotFoundError(StrCat("node ", r.node, " is not known to berth"));
+    }
+    slots.push_back(slot);
+  }
+  if (check) {
+    if (absl::Status s = check(*this); !s.ok()) return s;
+  }
+  ++generation_;
+  for (size_t i = 0; i < requests.size(); ++i) {
+    PlaceReservation(requests[i].uid, slots[i], std::move(requests[i].reservation));
+  }
   return absl::OkStatus();
+}
+
+void ClusterModel::UpdateGangRecord(std::string_view ns, std::string_view name,
+                                    const std::function<void(GangRecord&)>& fn) {
+  std::unique_lock<RwMutex> lock(mu_);
+  auto it = gang_records_.find(std::make_pair(ns, name));
+  if (it == gang_records_.end()) {
+    it = gang_records_.emplace(std::make_pair(std::string(ns), std::string(name)), GangRecord{})
+             .first;
+  }
+  fn(it->second);
 }
 
 bool ClusterModel::Unreserve(std::string_view uid) {

@@ -92,6 +92,37 @@ struct Reservation {
   std::string purpose;
   /// Pods evicted to make the room ("ns/name"), for reasons while they leave.
   std::vector<std::string> evicted;
+  /// The gang ("namespace/name") whose planned place this is; empty for a reclaim hold.
+  std::string gang;
+};
+
+/// One reservation of a batch made all at once (ClusterModel::ReserveAll).
+struct ReservationRequest {
+  std::string uid;
+  std::string node;
+  Reservation reservation;
+};
+
+/// The gang a pod belongs to (SPEC 4): its label `scheduling.x-k8s.io/pod-group`, else
+/// Volcano's annotation `scheduling.k8s.io/group-name`; empty when it belongs to none. The gang
+/// lives in the pod's namespace.
+std::string_view GangNameOf(const Pod& pod);
+
+/// What berth remembers of a gang between decisions. Kept in memory only: after a restart the
+/// reservations are planned again and the timers start over (docs/decisions.md).
+struct GangRecord {
+  /// When room for the gang's minimum was last reserved (its admission).
+  absl::Time admitted = absl::InfinitePast();
+  /// When the reservations of that admission run out; bound members past it with the gang
+  /// still below minMember make the gang incomplete.
+  absl::Time deadline = absl::InfiniteFuture();
+  /// The last time berth grew or shrank the gang beyond its minimum (elastic members placed
+  /// or evicted); the freezing window runs from here.
+  absl::Time resized = absl::InfinitePast();
+  /// How often its reservations ran out before it completed.
+  int timeouts = 0;
+  /// The gang was found incomplete past its deadline (reported once per admission).
+  bool incomplete = false;
 };
 
 // Model events: exactly what the Kubernetes watch (or POST /v1/events) delivers. An upsert
@@ -169,9 +200,17 @@ class ClusterState {
   /// Reservations by pod uid, in uid order.
   void ForEachReservation(
       const std::function<void(std::string_view uid, const Reservation&)>& fn) const;
+  /// Live pods of the gang `name` in namespace `ns` (see GangNameOf), in slot order.
+  void ForEachGangMember(std::string_view ns, std::string_view name,
+                         const std::function<void(const PodState&)>& fn) const;
+  /// Every gang that has at least one live pod, in (namespace, name) order.
+  void ForEachGang(const std::function<void(std::string_view ns, std::string_view name)>& fn) const;
+  /// berth's record of a gang, if it has one.
+  const GangRecord* FindGangRecord(std::string_view ns, std::string_view name) const;
+
   /// The room on `node` held for this pod (nullptr if none there). Cheap when nothing is held.
   const ResourceVector* OwnReservation(std::string_view uid, const NodeState& node) const {
-    if (reservations_.empty()) return nullptr;
+    if (reservations_.empty() || node.reservations == 0) return nullptr;
     const Reservation* r = FindReservation(uid);
     return r != nullptr && r->node == node.slot ? &r->request : nullptr;
   }
@@ -218,6 +257,9 @@ class ClusterState {
   size_t live_pods_ = 0;
   absl::flat_hash_map<std::string, LedgerEntry, StringHash, StringEq> ledger_;  // by pod uid
   std::map<std::string, Reservation, std::less<>> reservations_;  // by pod uid; few
+  // Gang members by (namespace, gang name), and berth's records of gangs.
+  std::map<std::pair<std::string, std::string>, std::vector<PodSlot>, NsNameLess> gang_members_;
+  std::map<std::pair<std::string, std::string>, GangRecord, NsNameLess> gang_records_;
   // Rare kinds (tens of objects): ordered maps, read in name order.
   std::map<std::string, Pool, std::less<>> pools_;
   std::map<std::string, Queue, std::less<>> queues_;
@@ -313,6 +355,13 @@ class ClusterModel : private ClusterState {
   using ReservationCheck = std::function<absl::Status(const ClusterState&)>;
   absl::Status Reserve(std::string_view uid, std::string_view node, Reservation reservation,
                        const ReservationCheck& check = nullptr);
+  /// Holds room for several pods at once, all or nothing (a gang's members): every pod must
+  /// be known and unbound and every node known, and `check` must accept, or nothing changes.
+  absl::Status ReserveAll(std::vector<ReservationRequest> requests,
+                          const ReservationCheck& check = nullptr);
+  /// Changes berth's record of a gang (creating it when missing).
+  void UpdateGangRecord(std::string_view ns, std::string_view name,
+                        const std::function<void(GangRecord&)>& fn);
   /// Drops the reservation of a pod, if any.\return whether there was one.
   bool Unreserve(std::string_view uid);
   /// Drops reservations whose time has passed.\return the pod uids whose reservation expired.
@@ -330,6 +379,11 @@ class ClusterModel : private ClusterState {
   void Count(PodSlot slot) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void EraseLedger(std::string_view uid) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void EraseReservation(std::string_view uid) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  /// Adds or removes a pod slot in the gang index.
+  void IndexGang(PodSlot slot, bool add) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  /// Places a reservation already validated (the lock is held).
+  void PlaceReservation(std::string_view uid, NodeSlot slot, Reservation reservation)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   /// Reconciles the ledger entry of a pod with what the pod object now says.
   void ReconcileLedger(PodSlot slot, ApplyStats* stats) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Touch(NodeSlot slot) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -75,6 +76,8 @@ inline bool IsTerminal(PodPhase phase) {
   return phase == PodPhase::kSucceeded || phase == PodPhase::kFailed;
 }
 
+struct PodPlacement;  // core/placement.h
+
 /// What berth keeps of a Kubernetes Pod: identity, placement, priority, the labels and
 /// annotations berth's policies read, and the effective request (see EffectiveRequest).
 struct Pod {
@@ -96,6 +99,11 @@ struct Pod {
   /// satisfy them), by name, summed over containers. Only verb requests produce these: they
   /// look resource names up instead of adding them to the shared name table.
   std::vector<std::pair<std::string, int64_t>> unknown_requests;
+  /// Where the pod may run, as kube-scheduler's NodeAffinity and TaintToleration filters read
+  /// it: nodeSelector, required node affinity, tolerations (see core/placement.h and
+  /// PlacementAllows). Null when the pod has none of these, as most of 100k+ pods do, so that
+  /// they pay only for the pointer. Immutable, so copies of a pod share it.
+  std::shared_ptr<const PodPlacement> placement;
 
   /// "namespace/name".
   std::string Key() const;
@@ -201,6 +209,8 @@ struct PodGroup {
   /// CRD has no such field).
   std::optional<int32_t> schedule_timeout_seconds;
   ResourceVector min_resources;
+  /// The annotations berth reads (berth.io/freeze-window), as for pods (IsBerthKey).
+  Labels annotations;
   absl::Time creation = absl::InfinitePast();
   PodGroupSource source = PodGroupSource::kSchedulerPlugins;
 

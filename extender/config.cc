@@ -176,6 +176,33 @@ absl::Status ParsePools(simdjson::dom::object obj, const JsonPath& path, Config*
   return OptionalSeconds(obj, "statusIntervalSeconds", path, 0.1, 3600, &c->pool_status_interval);
 }
 
+/// The "gangs" section: reservation timeout, freezing window, release of incomplete gangs.
+absl::Status ParseGangs(simdjson::dom::object obj, const JsonPath& path, policy::GangConfig* g) {
+  if (auto s = CheckKnown(obj, {"scheduleTimeoutSeconds", "freezeWindowSeconds", "releaseIncomplete"},
+                          path);
+      !s.ok()) {
+    return s;
+  }
+  if (auto s = OptionalSeconds(obj, "scheduleTimeoutSeconds", path, 0.1, 86400, &g->schedule_timeout);
+      !s.ok()) {
+    return s;
+  }
+  // 0: no freezing window.
+  std::optional<simdjson::dom::element> freeze = OptionalField(obj, "freezeWindowSeconds");
+  double zero;
+  if (freeze && freeze->get_double().get(zero) == simdjson::SUCCESS && zero == 0) {
+    g->freeze_window = absl::ZeroDuration();
+  } else if (auto s = OptionalSeconds(obj, "freezeWindowSeconds", path, 0.1, 86400,
+                                      &g->freeze_window);
+             !s.ok()) {
+    return s;
+  }
+  auto release = OptionalBool(obj, "releaseIncomplete", path);
+  if (!release.ok()) return release.status();
+  if (release->has_value()) g->release_incomplete = **release;
+  return absl::OkStatus();
+}
+
 /// An optional Kubernetes quantity: a string ("2", "500m", "8Gi") or a JSON number.
 absl::StatusOr<std::optional<core::Quantity>> OptionalQuantity(simdjson::dom::object obj,
                                                                std::string_view key,
@@ -253,7 +280,7 @@ absl::StatusOr<Config> ParseConfig(std::string_view json, std::string_view sourc
   if (auto s = CheckKnown(*obj,
                           {"schedulerName", "topologyLevels", "maxRequestBytes", "httpThreads",
                            "bindConfirmTimeoutSeconds", "policies", "binpack", "kubernetes", "gpu",
-                           "pools"},
+                           "pools", "topology", "gangs"},
                           top);
       !s.ok()) {
     return fail(s);
@@ -268,6 +295,28 @@ absl::StatusOr<Config> ParseConfig(std::string_view json, std::string_view sourc
   auto levels = StringList(*obj, "topologyLevels", top, c.topology_levels);
   if (!levels.ok()) return fail(levels.status());
   c.topology_levels = *std::move(levels);
+  // "topology": {"levels": [...]} is the documented spelling (SPEC 4); "topologyLevels" stays
+  // accepted. Both at once is ambiguous.
+  auto topology = OptionalObject(*obj, "topology", top);
+  if (!topology.ok()) return fail(topology.status());
+  if (topology->has_value()) {
+    const JsonPath tpath = top.Field("topology");
+    if (OptionalField(*obj, "topologyLevels")) {
+      return fail(FieldError(tpath, "give either topology.levels or topologyLevels, not both"));
+    }
+    if (auto s = CheckKnown(**topology, {"levels"}, tpath); !s.ok()) return fail(s);
+    auto tl = StringList(**topology, "levels", tpath, c.topology_levels);
+    if (!tl.ok()) return fail(tl.status());
+    c.topology_levels = *std::move(tl);
+  }
+  for (size_t i = 0; i < c.topology_levels.size(); ++i) {
+    if (c.topology_levels[i].empty()) {
+      const JsonPath tpath = top.Field("topology");
+      return fail(FieldError(tpath.Field("levels"),
+                             StrCat("level ", i, " is an empty label key")));
+    }
+  }
+  c.policy.gangs.topology_levels = c.topology_levels;
   auto max_bytes = OptionalInt(*obj, "maxRequestBytes", top);
   if (!max_bytes.ok()) return fail(max_bytes.status());
   if (max_bytes->has_value()) {
@@ -330,6 +379,11 @@ absl::StatusOr<Config> ParseConfig(std::string_view json, std::string_view sourc
   if (!pools.ok()) return fail(pools.status());
   if (pools->has_value()) {
     if (auto s = ParsePools(**pools, top.Field("pools"), &c); !s.ok()) return fail(s);
+  }
+  auto gangs = OptionalObject(*obj, "gangs", top);
+  if (!gangs.ok()) return fail(gangs.status());
+  if (gangs->has_value()) {
+    if (auto s = ParseGangs(**gangs, top.Field("gangs"), &c.policy.gangs); !s.ok()) return fail(s);
   }
   return c;
 }

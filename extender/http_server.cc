@@ -168,10 +168,11 @@ void HttpServer::Install() {
       return Send(res, service_->DebugPods(text, all == "1" || all == "true"));
     }
     if (path == "/debug/pools") return Send(res, service_->DebugPools(text));
+    if (path == "/debug/gangs") return Send(res, service_->DebugGangs(text));
     if (path == "/debug/snapshot") return Send(res, service_->DebugSnapshot(text));
     Send(res, ErrorReply(404, StrCat("no such endpoint: GET ", path,
                                      " (GET /healthz, /readyz, /version, /debug/nodes, "
-                                     "/debug/pods, /debug/pools, /debug/snapshot)")));
+                                     "/debug/pods, /debug/pools, /debug/gangs, /debug/snapshot)")));
   });
 
   // Errors cpp-httplib raises itself (unsupported method, 413 from Content-Length, 400 for a

@@ -3,11 +3,14 @@
 #include <algorithm>
 #include <array>
 #include <charconv>
+#include <memory>
+#include <utility>
 
 #include "core/strings.h"
 #include "absl/container/inlined_vector.h"
 #include "absl/time/time.h"
 #include "core/checked_math.h"
+#include "core/placement.h"
 #include "core/quantity.h"
 
 namespace berth::extender {
@@ -153,6 +156,192 @@ absl::StatusOr<std::optional<int32_t>> OptionalInt32(simdjson::dom::object obj,
     return FieldError(path.Field(key), StrCat("must not be negative, got ", **v));
   }
   return std::optional<int32_t>(static_cast<int32_t>(**v));
+}
+
+// The optional `values` string array of a selector requirement, appended to `*out`.
+absl::Status DecodeValues(simdjson::dom::object expr, const JsonPath& epath,
+                          std::vector<std::string>* out) {
+  absl::StatusOr<std::optional<simdjson::dom::array>> values = OptionalArray(expr, "values", epath);
+  if (!values.ok()) return values.status();
+  if (!values->has_value()) return absl::OkStatus();
+  int64_t j = 0;
+  for (simdjson::dom::element v : **values) {
+    absl::StatusOr<std::string_view> text = AsString(v, epath.Item("values", j++));
+    if (!text.ok()) return text.status();
+    out->emplace_back(*text);
+  }
+  return absl::OkStatus();
+}
+
+// One `matchExpressions[]` (on labels) or `matchFields[]` (on node fields) entry of a node
+// selector term, checked as the API server's validation does.
+absl::StatusOr<core::NodeSelectorRequirement> DecodeNodeSelectorRequirement(
+    simdjson::dom::element el, const JsonPath& epath, bool field) {
+  absl::StatusOr<simdjson::dom::object> expr = AsObject(el, epath);
+  if (!expr.ok()) return expr.status();
+  core::NodeSelectorRequirement req;
+  absl::StatusOr<std::optional<std::string_view>> key = OptionalString(*expr, "key", epath);
+  if (!key.ok()) return key.status();
+  if (!key->has_value() || (*key)->empty()) {
+    return FieldError(epath.Field("key"), field ? "required: expected metadata.name"
+                                                : "required: expected a non-empty label key");
+  }
+  if (field && **key != core::kNodeNameField) {
+    return FieldError(epath.Field("key"), StrCat("unsupported field \"", (*key)->substr(0, 64),
+                                                 "\"; matchFields may only select metadata.name"));
+  }
+  req.key = std::string(**key);
+  const std::string_view operators =
+      field ? "In or NotIn" : "In, NotIn, Exists, DoesNotExist, Gt or Lt";
+  absl::StatusOr<std::optional<std::string_view>> op = OptionalString(*expr, "operator", epath);
+  if (!op.ok()) return op.status();
+  if (!op->has_value()) {
+    return FieldError(epath.Field("operator"), StrCat("required: expected ", operators));
+  }
+  std::optional<core::NodeSelectorOp> parsed = core::ParseNodeSelectorOp(**op);
+  if (!parsed || (field && *parsed != core::NodeSelectorOp::kIn &&
+                  *parsed != core::NodeSelectorOp::kNotIn)) {
+    return FieldError(epath.Field("operator"), StrCat("unsupported operator \"", (*op)->substr(0, 64),
+                                                      "\"; expected ", operators));
+  }
+  req.op = *parsed;
+  if (absl::Status st = DecodeValues(*expr, epath, &req.values); !st.ok()) return st;
+  const JsonPath vpath = epath.Field("values");
+  const std::string_view name = core::NodeSelectorOpName(req.op);
+  switch (req.op) {
+    case core::NodeSelectorOp::kIn:
+    case core::NodeSelectorOp::kNotIn:
+      if (field && req.values.size() != 1) {
+        return FieldError(vpath, StrCat("operator ", name, " on a field needs exactly one value, got ",
+                                        req.values.size()));
+      }
+      if (req.values.empty()) {
+        return FieldError(vpath, StrCat("operator ", name, " needs at least one value"));
+      }
+      break;
+    case core::NodeSelectorOp::kExists:
+    case core::NodeSelectorOp::kDoesNotExist:
+      if (!req.values.empty()) {
+        return FieldError(vpath, StrCat("operator ", name, " takes no values, got ", req.values.size()));
+      }
+      break;
+    case core::NodeSelectorOp::kGt:
+    case core::NodeSelectorOp::kLt: {
+      if (req.values.size() != 1) {
+        return FieldError(vpath, StrCat("operator ", name, " needs exactly one value, got ",
+                                        req.values.size()));
+      }
+      // A value that is not an integer is accepted by the API server and matches no node in
+      // kube-scheduler (see NodeSelectorRequirement::number_ok).
+      std::optional<int64_t> number = core::ParseGoInt64(req.values[0]);
+      req.number = number.value_or(0);
+      req.number_ok = number.has_value();
+      break;
+    }
+  }
+  return req;
+}
+
+// spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution into `*out` (left
+// unset when absent; see PodPlacement::required_terms for a present one without terms).
+absl::Status DecodeRequiredNodeAffinity(
+    simdjson::dom::object spec, const JsonPath& spath,
+    std::optional<std::vector<core::NodeSelectorTerm>>* out) {
+  absl::StatusOr<std::optional<simdjson::dom::object>> affinity =
+      OptionalObject(spec, "affinity", spath);
+  if (!affinity.ok()) return affinity.status();
+  if (!affinity->has_value()) return absl::OkStatus();
+  const JsonPath apath = spath.Field("affinity");
+  absl::StatusOr<std::optional<simdjson::dom::object>> node_affinity =
+      OptionalObject(**affinity, "nodeAffinity", apath);
+  if (!node_affinity.ok()) return node_affinity.status();
+  if (!node_affinity->has_value()) return absl::OkStatus();
+  const JsonPath napath = apath.Field("nodeAffinity");
+  constexpr std::string_view kRequired = "requiredDuringSchedulingIgnoredDuringExecution";
+  absl::StatusOr<std::optional<simdjson::dom::object>> required =
+      OptionalObject(**node_affinity, kRequired, napath);
+  if (!required.ok()) return required.status();
+  if (!required->has_value()) return absl::OkStatus();
+  const JsonPath rpath = napath.Field(kRequired);
+  std::vector<core::NodeSelectorTerm> terms;
+  absl::StatusOr<std::optional<simdjson::dom::array>> list =
+      OptionalArray(**required, "nodeSelectorTerms", rpath);
+  if (!list.ok()) return list.status();
+  if (list->has_value()) {
+    int64_t i = 0;
+    for (simdjson::dom::element el : **list) {
+      const JsonPath tpath = rpath.Item("nodeSelectorTerms", i++);
+      absl::StatusOr<simdjson::dom::object> tobj = AsObject(el, tpath);
+      if (!tobj.ok()) return tobj.status();
+      core::NodeSelectorTerm term;
+      for (const bool field : {false, true}) {
+        const std::string_view name = field ? "matchFields" : "matchExpressions";
+        absl::StatusOr<std::optional<simdjson::dom::array>> reqs = OptionalArray(*tobj, name, tpath);
+        if (!reqs.ok()) return reqs.status();
+        if (!reqs->has_value()) continue;
+        int64_t j = 0;
+        for (simdjson::dom::element r : **reqs) {
+          const JsonPath epath = tpath.Item(name, j++);
+          absl::StatusOr<core::NodeSelectorRequirement> req =
+              DecodeNodeSelectorRequirement(r, epath, field);
+          if (!req.ok()) return req.status();
+          (field ? term.match_fields : term.match_expressions).push_back(*std::move(req));
+        }
+      }
+      terms.push_back(std::move(term));
+    }
+  }
+  *out = std::move(terms);
+  return absl::OkStatus();
+}
+
+// spec.tolerations, checked as the API server's validation does.
+absl::Status DecodeTolerations(simdjson::dom::object spec, const JsonPath& spath,
+                               std::vector<core::Toleration>* out) {
+  absl::StatusOr<std::optional<simdjson::dom::array>> list = OptionalArray(spec, "tolerations", spath);
+  if (!list.ok()) return list.status();
+  if (!list->has_value()) return absl::OkStatus();
+  int64_t i = 0;
+  for (simdjson::dom::element el : **list) {
+    const JsonPath tpath = spath.Item("tolerations", i++);
+    absl::StatusOr<simdjson::dom::object> tobj = AsObject(el, tpath);
+    if (!tobj.ok()) return tobj.status();
+    core::Toleration t;
+    for (auto [field, target] :
+         {std::pair<std::string_view, std::string*>{"key", &t.key}, {"value", &t.value},
+          {"effect", &t.effect}}) {
+      absl::StatusOr<std::optional<std::string_view>> v = OptionalString(*tobj, field, tpath);
+      if (!v.ok()) return v.status();
+      if (v->has_value()) *target = std::string(**v);
+    }
+    absl::StatusOr<std::optional<std::string_view>> op = OptionalString(*tobj, "operator", tpath);
+    if (!op.ok()) return op.status();
+    const std::string_view op_text = op->value_or("");
+    if (op_text.empty() || op_text == "Equal") {
+      t.op = core::TolerationOp::kEqual;
+    } else if (op_text == "Exists") {
+      t.op = core::TolerationOp::kExists;
+    } else {
+      return FieldError(tpath.Field("operator"), StrCat("unsupported operator \"", op_text.substr(0, 64),
+                                                        "\"; expected Equal or Exists"));
+    }
+    if (t.key.empty() && t.op != core::TolerationOp::kExists) {
+      return FieldError(tpath.Field("operator"),
+                        "must be Exists when the key is empty (which tolerates every taint)");
+    }
+    if (t.op == core::TolerationOp::kExists && !t.value.empty()) {
+      return FieldError(tpath.Field("value"), "must be empty when the operator is Exists");
+    }
+    if (!t.effect.empty() && t.effect != "NoSchedule" && t.effect != "PreferNoSchedule" &&
+        t.effect != "NoExecute") {
+      return FieldError(tpath.Field("effect"),
+                        StrCat("unsupported effect \"", std::string_view(t.effect).substr(0, 64),
+                               "\"; expected NoSchedule, PreferNoSchedule or NoExecute (or none "
+                               "for every effect)"));
+    }
+    out->push_back(std::move(t));
+  }
+  return absl::OkStatus();
 }
 
 // metadata.namespace of a namespaced object; absent or empty is "default", as kubectl assumes.
@@ -343,6 +532,22 @@ absl::StatusOr<core::Pod> DecodePod(simdjson::dom::object obj, core::ResourceNam
     if (!pclass.ok()) return pclass.status();
     if (pclass->has_value()) pod.priority_class = std::string(**pclass);
 
+    core::PodPlacement placement;
+    if (absl::Status s = DecodeStringMap(**spec, "nodeSelector", spath, &placement.node_selector,
+                                         [](std::string_view) { return true; });
+        !s.ok()) {
+      return s;
+    }
+    if (absl::Status s = DecodeRequiredNodeAffinity(**spec, spath, &placement.required_terms);
+        !s.ok()) {
+      return s;
+    }
+    if (absl::Status s = DecodeTolerations(**spec, spath, &placement.tolerations); !s.ok()) {
+      return s;
+    }
+    // Null for a pod that says nothing of where it goes; shared among pods that say the same.
+    pod.placement = core::SharePlacement(std::move(placement));
+
     for (std::string_view list : {"containers", "initContainers"}) {
       auto arr = OptionalArray(**spec, list, spath);
       if (!arr.ok()) return arr.status();
@@ -521,17 +726,7 @@ absl::StatusOr<core::LabelSelector> DecodeLabelSelector(simdjson::dom::object ob
                                kOperators));
     }
     req.op = *parsed;
-    absl::StatusOr<std::optional<simdjson::dom::array>> values =
-        OptionalArray(*expr, "values", epath);
-    if (!values.ok()) return values.status();
-    if (values->has_value()) {
-      int64_t j = 0;
-      for (simdjson::dom::element v : **values) {
-        absl::StatusOr<std::string_view> text = AsString(v, epath.Item("values", j++));
-        if (!text.ok()) return text.status();
-        req.values.emplace_back(*text);
-      }
-    }
+    if (absl::Status st = DecodeValues(*expr, epath, &req.values); !st.ok()) return st;
     if (absl::Status s = core::ValidateRequirement(req); !s.ok()) {
       return FieldError(epath.Field("values"), ToStd(s.message()));
     }
@@ -617,6 +812,11 @@ absl::StatusOr<core::PodGroup> DecodePodGroup(simdjson::dom::object obj,
   absl::StatusOr<std::string> ns = NamespaceOf(meta->meta, mpath);
   if (!ns.ok()) return ns.status();
   group.ns = *std::move(ns);
+  if (absl::Status st = DecodeStringMap(meta->meta, "annotations", mpath, &group.annotations,
+                                        core::IsBerthKey);
+      !st.ok()) {
+    return st;
+  }
   absl::StatusOr<std::optional<simdjson::dom::object>> spec = OptionalObject(obj, "spec", path);
   if (!spec.ok()) return spec.status();
   if (!spec->has_value()) return group;
@@ -900,6 +1100,46 @@ nlohmann::json EncodeLabels(const core::Labels& labels) {
   for (const auto& [k, v] : labels.items()) out[k] = v;
   return out;
 }
+
+nlohmann::json EncodeNodeSelectorRequirements(const std::vector<core::NodeSelectorRequirement>& reqs) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const core::NodeSelectorRequirement& r : reqs) {
+    nlohmann::json e = {{"key", r.key}, {"operator", core::NodeSelectorOpName(r.op)}};
+    if (!r.values.empty()) e["values"] = r.values;
+    out.push_back(std::move(e));
+  }
+  return out;
+}
+
+// nodeSelector, affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution and
+// tolerations into a pod's `spec`.
+void EncodePlacement(const core::PodPlacement& p, nlohmann::json* spec) {
+  if (!p.node_selector.empty()) (*spec)["nodeSelector"] = EncodeLabels(p.node_selector);
+  if (p.required_terms.has_value()) {
+    nlohmann::json terms = nlohmann::json::array();
+    for (const core::NodeSelectorTerm& t : *p.required_terms) {
+      nlohmann::json term = nlohmann::json::object();
+      if (!t.match_expressions.empty()) {
+        term["matchExpressions"] = EncodeNodeSelectorRequirements(t.match_expressions);
+      }
+      if (!t.match_fields.empty()) term["matchFields"] = EncodeNodeSelectorRequirements(t.match_fields);
+      terms.push_back(std::move(term));
+    }
+    (*spec)["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"] = {
+        {"nodeSelectorTerms", std::move(terms)}};
+  }
+  if (!p.tolerations.empty()) {
+    nlohmann::json tolerations = nlohmann::json::array();
+    for (const core::Toleration& t : p.tolerations) {
+      nlohmann::json tj = {{"operator", t.op == core::TolerationOp::kExists ? "Exists" : "Equal"}};
+      if (!t.key.empty()) tj["key"] = t.key;
+      if (!t.value.empty()) tj["value"] = t.value;
+      if (!t.effect.empty()) tj["effect"] = t.effect;
+      tolerations.push_back(std::move(tj));
+    }
+    (*spec)["tolerations"] = std::move(tolerations);
+  }
+}
 }  // namespace
 
 nlohmann::json EncodeNode(const core::Node& node, const core::ResourceNames& names) {
@@ -943,6 +1183,7 @@ nlohmann::json EncodePod(const core::Pod& pod, const core::ResourceNames& names)
                           {{{"name", "main"}, {"resources", {{"requests", request_list}}}}}}};
   if (!pod.node_name.empty()) spec["nodeName"] = pod.node_name;
   if (!pod.priority_class.empty()) spec["priorityClassName"] = pod.priority_class;
+  if (pod.placement != nullptr) EncodePlacement(*pod.placement, &spec);
   j["spec"] = std::move(spec);
   j["status"] = {{"phase", core::PodPhaseName(pod.phase)}};
   if (!pod.nominated_node.empty()) j["status"]["nominatedNodeName"] = pod.nominated_node;
@@ -993,6 +1234,7 @@ nlohmann::json EncodePodGroup(const core::PodGroup& group, const core::ResourceN
   j["metadata"] = {{"name", group.name},
                    {"namespace", group.ns},
                    {"creationTimestamp", EncodeTime(group.creation)}};
+  if (!group.annotations.empty()) j["metadata"]["annotations"] = EncodeLabels(group.annotations);
   j["spec"] = {{"minMember", group.min_member}};
   if (group.schedule_timeout_seconds && !volcano) {
     j["spec"]["scheduleTimeoutSeconds"] = *group.schedule_timeout_seconds;

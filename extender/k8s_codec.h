@@ -27,7 +27,11 @@ enum class NameMode { kIntern, kLookup };
 /// containers, init containers (sidecars included), pod-level requests and overhead. As the API
 /// server does at admission, a container resource with a limit and no request requests the
 /// limit. A pod without `metadata.uid` (hand-written standalone input) gets the uid
-/// "generated:NAMESPACE/NAME". Errors name the field path under `path`.
+/// "generated:NAMESPACE/NAME". Where the pod may run goes to Pod::placement (null when it says
+/// nothing): `spec.nodeSelector`, `spec.affinity.nodeAffinity.requiredDuringScheduling...`
+/// (matchExpressions with In, NotIn, Exists, DoesNotExist, Gt, Lt; matchFields on metadata.name
+/// with In or NotIn) and `spec.tolerations`, checked as the API server validates them, and Gt/Lt
+/// values must be integers. Errors name the field path under `path`.
 absl::StatusOr<core::Pod> DecodePod(simdjson::dom::object obj, core::ResourceNames& names,
                                     const JsonPath& path, NameMode mode = NameMode::kIntern);
 
@@ -113,7 +117,8 @@ absl::StatusOr<std::vector<core::ModelEvent>> DecodeList(simdjson::dom::element 
 
 /// Encodes what berth keeps of a node or pod as a Kubernetes object that DecodeNode/DecodePod
 /// read back to the same value (the snapshot round trip). A pod's effective request is written
-/// as the request of one container named "main".
+/// as the request of one container named "main"; its placement as nodeSelector, required node
+/// affinity and tolerations.
 nlohmann::json EncodeNode(const core::Node& node, const core::ResourceNames& names);
 nlohmann::json EncodePod(const core::Pod& pod, const core::ResourceNames& names);
 /// Encode the other kinds the same way: Kubernetes JSON that the decoders above read back to an

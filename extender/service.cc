@@ -7,6 +7,7 @@
 #include "extender/k8s_codec.h"
 #include "extender/protocol.h"
 #include "extender/text_table.h"
+#include "policy/gang/gang.h"
 #include "policy/pools/pools.h"
 #include "nlohmann/json.hpp"
 #include "spdlog/spdlog.h"
@@ -41,14 +42,6 @@ class ParsedBody {
   simdjson::dom::element root_;
 };
 
-Reply JsonReply(int status, const nlohmann::json& j) {
-  return Reply{.status = status, .body = j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n"};
-}
-
-Reply TextReply(std::string text) {
-  return Reply{.status = 200, .body = std::move(text), .content_type = "text/plain; charset=utf-8"};
-}
-
 std::string_view LabelOr(const core::Labels& labels, std::string_view key, std::string_view dflt) {
   auto v = labels.Get(key);
   return v && !v->empty() ? *v : dflt;
@@ -59,11 +52,7 @@ std::string PoolOf(const core::Pod& pod) { return std::string(policy::HomePoolNa
 std::string QueueOf(const core::Pod& pod) {
   return std::string(LabelOr(pod.labels, "berth.io/queue", "default"));
 }
-std::string GangOf(const core::Pod& pod) {
-  auto v = pod.labels.Get("scheduling.x-k8s.io/pod-group");
-  if (!v || v->empty()) v = pod.annotations.Get("scheduling.k8s.io/group-name");
-  return std::string(v && !v->empty() ? *v : "");
-}
+std::string GangOf(const core::Pod& pod) { return std::string(core::GangNameOf(pod)); }
 
 std::string FormatPair(const core::ResourceNames& names, core::ResourceId id, int64_t free,
                        int64_t alloc) {
@@ -105,6 +94,14 @@ absl::Status LocalEvictor::Evict(const core::Pod& victim, const core::Pod& for_p
 absl::Status LocalBinder::Bind(const core::Pod& pod, std::string_view node) {
   (void)node;  // the ledger entry already names the node
   return model_->ConfirmBindLocally(pod.uid);
+}
+
+Reply JsonReply(int status, const nlohmann::json& j) {
+  return Reply{.status = status, .body = j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n"};
+}
+
+Reply TextReply(std::string text) {
+  return Reply{.status = 200, .body = std::move(text), .content_type = "text/plain; charset=utf-8"};
 }
 
 Reply ErrorReply(int status, std::string_view message) {
@@ -162,20 +159,32 @@ Reply Service::Filter(std::string_view body) {
     }
     Learn(args->pod, std::move(nodes));
   }
+  const bool managed = args->pod.scheduler_name == options_.scheduler_name;
+  const bool gang_member = managed && policy::GangOf(args->pod).has_value();
+  // A gang is admitted whole before any member is filtered: room for every member it needs is
+  // planned against one view and reserved at once.
+  std::optional<policy::NodeVerdict> gang_waiting;
+  if (gang_member) gang_waiting = PrepareGang(args->pod);
   auto run = [&](bool reclaim_blocked = false) {
     auto view = model_->Read();
     const policy::CycleContext ctx{.state = *view,
                                    .pod = args->pod,
                                    .now = clock_->Now(),
                                    .explain = false,
-                                   .reclaim_blocked = reclaim_blocked};
+                                   .reclaim_blocked = reclaim_blocked,
+                                   .gang_waiting = gang_waiting ? &*gang_waiting : nullptr};
     return pipeline_->Filter(ctx, args->node_names);
   };
   auto none_fit = [](const std::vector<policy::NodeVerdict>& v) {
     return std::none_of(v.begin(), v.end(), [](const policy::NodeVerdict& x) { return x.ok(); });
   };
   std::vector<policy::NodeVerdict> verdicts = run();
-  if (none_fit(verdicts) && args->pod.scheduler_name == options_.scheduler_name) {
+  if (gang_member && none_fit(verdicts) && ReplanGangMember(args->pod, args->node_names)) {
+    // kube-scheduler did not offer the member's reserved node (or it no longer fits there):
+    // its room moved to a candidate near the rest of the gang.
+    verdicts = run();
+  }
+  if (none_fit(verdicts) && managed && !gang_member) {
     // Preempt first, then borrow: make room in the pod's home pool. In standalone mode the
     // victims are gone at once, so the pod may fit now.
     switch (MaybeReclaim(args->pod)) {
@@ -185,7 +194,8 @@ Reply Service::Filter(std::string_view body) {
     }
     if (none_fit(verdicts)) {
       auto view = model_->Read();
-      if (const core::Reservation* r = view->FindReservation(args->pod.uid)) {
+      if (const core::Reservation* r = view->FindReservation(args->pod.uid);
+          r != nullptr && r->gang.empty()) {
         const policy::NodeVerdict waiting = policy::ReclaimInProgressVerdict(*view, *r);
         for (policy::NodeVerdict& v : verdicts) {
           if (v.reason != policy::Reason::kUnknownNode) v = waiting;
@@ -203,7 +213,11 @@ Reply Service::Filter(std::string_view body) {
 }
 
 Service::Reclaim Service::MaybeReclaim(const core::Pod& pod) {
-  if (evictor_ == nullptr || pod.scheduler_name != options_.scheduler_name) return Reclaim::kNone;
+  // Gangs make room through their own plan (elastic members of other gangs), not pool reclaim.
+  if (evictor_ == nullptr || pod.scheduler_name != options_.scheduler_name ||
+      policy::GangOf(pod).has_value()) {
+    return Reclaim::kNone;
+  }
   if (!evictor_->CanEvict().ok()) return Reclaim::kNone;
   std::optional<policy::ReclaimPlan> plan;
   std::vector<core::Pod> victims;
@@ -279,9 +293,20 @@ constexpr absl::Duration kReclaimPendingAfter = absl::Seconds(5);
 
 int Service::Housekeeping() {
   const absl::Time now = clock_->Now();
+  std::vector<std::string> expired_gangs;
+  {
+    auto view = model_->Read();
+    view->ForEachReservation([&](std::string_view, const core::Reservation& r) {
+      if (r.expires <= now && !r.gang.empty() &&
+          std::find(expired_gangs.begin(), expired_gangs.end(), r.gang) == expired_gangs.end()) {
+        expired_gangs.push_back(r.gang);
+      }
+    });
+  }
   for (const std::string& uid : model_->ExpireReservations(now)) {
     spdlog::info("room held for pod uid={} released: its time ran out", uid);
   }
+  GangHousekeeping(now, expired_gangs);
   if (options_.mode != Mode::kKubernetes || evictor_ == nullptr || !evictor_->CanEvict().ok()) {
     return 0;
   }
@@ -290,6 +315,7 @@ int Service::Housekeeping() {
     auto view = model_->Read();
     view->ForEachPod([&](core::PodSlot, const core::PodState& p) {
       if (p.pod.scheduler_name != options_.scheduler_name || !p.pod.node_name.empty() ||
+          policy::GangOf(p.pod).has_value() ||
           p.pod.terminating || core::IsTerminal(p.pod.phase) ||
           now - p.pod.creation < kReclaimPendingAfter ||
           view->FindBind(p.pod.uid.view()) != nullptr ||

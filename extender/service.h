@@ -2,6 +2,8 @@
 
 #include <atomic>
 #include <memory>
+#include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -10,6 +12,7 @@
 #include "absl/time/time.h"
 #include "core/clock.h"
 #include "core/cluster_model.h"
+#include "nlohmann/json_fwd.hpp"
 #include "policy/pipeline.h"
 
 namespace berth::extender {
@@ -117,6 +120,9 @@ class Service {
   Reply DebugPods(bool text, bool all) const;
   /// Per pool: Capacity, Allocatable, Used, Shared, Borrowed, Pending and the p/b/s flags.
   Reply DebugPools(bool text) const;
+  /// Per gang (SPEC 6.2): minMember, bound, reserved, pending, state, timeout, fulfillment,
+  /// placement and its max hop count.
+  Reply DebugGangs(bool text) const;
   Reply DebugSnapshot(bool text) const;
 
   /// Loads a Kubernetes List document into the model (the --cluster file, the demo cluster).
@@ -149,6 +155,18 @@ class Service {
   /// eviction was refused and the room released.
   Reclaim MaybeReclaim(const core::Pod& pod);
 
+  // Gangs (service_gangs.cc).
+  /// Before filtering a gang member: admits its gang (plans and reserves room for every member
+  /// it needs at once) or places elastic members. \return why the gang waits when it was just
+  /// planned and does not fit (the admission module answers with it).
+  std::optional<policy::NodeVerdict> PrepareGang(const core::Pod& pod);
+  /// After filtering a member whose reserved node kube-scheduler did not offer (or that no
+  /// longer fits): moves its reservation to a candidate near the gang. \return whether it moved.
+  bool ReplanGangMember(const core::Pod& pod, std::span<const std::string_view> candidates);
+  /// Housekeeping of gangs: reports reservations that ran out and gangs left incomplete
+  /// (evicting their bound members when configured).
+  void GangHousekeeping(absl::Time now, const std::vector<std::string>& expired_gangs);
+
   ServiceOptions options_;
   core::ClusterModel* model_;
   std::unique_ptr<policy::Pipeline> pipeline_;
@@ -159,6 +177,10 @@ class Service {
   std::atomic<bool> ready_{false};
 };
 
+/// A JSON document, pretty-printed, for the operations endpoints.
+Reply JsonReply(int status, const nlohmann::json& j);
+/// A plain-text reply (the `?format=text` tables).
+Reply TextReply(std::string text);
 /// {"error": message} with the given status, for the non-verb endpoints.
 Reply ErrorReply(int status, std::string_view message);
 /// {"Error": message} with the given status, for the verbs.

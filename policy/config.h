@@ -38,23 +38,42 @@ struct PoolsConfig {
   absl::Duration reclaim_timeout = absl::Minutes(2);
 };
 
+/// Settings of gangs and topology placement (SPEC 6.2, 6.3, 6.6).
+struct GangConfig {
+  /// How long room reserved for a gang waits for its members to bind, when the PodGroup does
+  /// not say (`spec.scheduleTimeoutSeconds`).
+  absl::Duration schedule_timeout = absl::Seconds(60);
+  /// After berth grows or shrinks a gang beyond its minimum, it leaves the gang's size alone
+  /// this long (PodGroup annotation `berth.io/freeze-window` overrides it).
+  absl::Duration freeze_window = absl::Seconds(60);
+  /// Evict the bound members of a gang still below minMember when its reservations ran out,
+  /// so it cannot hold capacity forever. Off: the gang is reported (logs, /debug/gangs).
+  bool release_incomplete = false;
+  /// Node labels naming the fabric tree, top level first.
+  std::vector<std::string> topology_levels = {"topology.kubernetes.io/zone", "berth.io/spine",
+                                              "berth.io/leaf"};
+};
+
 /// Which policy modules run for each verb, with their settings. Names refer to the registry
 /// (BuildDefaultRegistry); order matters for filters (the first failing rule is reported).
 struct PolicyConfig {
   /// Pods of this schedulerName are berth's own (pools, preemption rules); others only take
   /// capacity. Set from the top-level configuration.
   std::string scheduler_name = "berth-scheduler";
-  std::vector<std::string> filters = {"resource-fit", "pools", "gpu-reserve"};
-  /// (module, weight); the combined score is the weighted mean, so it stays in [0, kMaxScore].
-  std::vector<std::pair<std::string, int64_t>> scores = {{"binpack", 1}, {"gpu-affinity", 1}};
-  std::vector<std::string> preempt = {"pools", "resource-fit"};
-  std::vector<std::string> admission = {"gpu-min-cpu"};
+  std::vector<std::string> filters = {"gang", "resource-fit", "pools", "gpu-reserve"};
+  /// (module, weight); the combined score is the weighted mean of the modules that apply to
+  /// the pod, so it stays in [0, kMaxScore].
+  std::vector<std::pair<std::string, int64_t>> scores = {
+      {"binpack", 1}, {"gpu-affinity", 1}, {"gang-topology", 2}};
+  std::vector<std::string> preempt = {"pools", "gang", "resource-fit"};
+  std::vector<std::string> admission = {"gpu-min-cpu", "gang"};
   std::vector<std::string> order;
   /// Modules that make room for a pod by evicting others (SPEC 6.1: pool reclaim).
   std::vector<std::string> reclaim = {"pools"};
   BinpackConfig binpack;
   GpuConfig gpu;
   PoolsConfig pools;
+  GangConfig gangs;
 };
 
 }  // namespace berth::policy

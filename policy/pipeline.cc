@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "core/placement.h"
 #include "core/strings.h"
 
 namespace berth::policy {
@@ -18,13 +19,15 @@ Pipeline::Pipeline(std::vector<std::unique_ptr<AdmissionPolicyInterface>> admiss
                    std::vector<WeightedScore> scores,
                    std::vector<std::unique_ptr<PreemptPolicyInterface>> preempt,
                    std::vector<std::unique_ptr<OrderPolicyInterface>> order,
-                   std::vector<std::unique_ptr<ReclaimPolicyInterface>> reclaim)
+                   std::vector<std::unique_ptr<ReclaimPolicyInterface>> reclaim,
+                   std::shared_ptr<const GangPlanner> gangs)
     : admission_(std::move(admission)),
       filters_(std::move(filters)),
       scores_(std::move(scores)),
       preempt_(std::move(preempt)),
       order_(std::move(order)),
-      reclaim_(std::move(reclaim)) {
+      reclaim_(std::move(reclaim)),
+      gangs_(std::move(gangs)) {
   for (const WeightedScore& s : scores_) total_weight_ += s.weight;
 }
 
@@ -72,25 +75,63 @@ std::optional<ReclaimPlan> Pipeline::PlanReclaim(const CycleContext& ctx) const 
   return std::nullopt;
 }
 
+namespace {
+
+// Rounded weighted mean of the modules that apply; stays in [0, kMaxScore] because each term
+// does.
+int64_t WeightedMean(const std::vector<Pipeline::WeightedScore>& scores,
+                     const std::vector<char>& applies, const CycleContext& ctx,
+                     const core::NodeState& node) {
+  int64_t sum = 0, weight = 0;
+  for (size_t i = 0; i < scores.size(); ++i) {
+    if (!applies[i]) continue;
+    sum += std::clamp<int64_t>(scores[i].policy->Score(ctx, node), 0, kMaxScore) * scores[i].weight;
+    weight += scores[i].weight;
+  }
+  return weight <= 0 ? 0 : (sum + weight / 2) / weight;
+}
+
+std::vector<char> Applying(const std::vector<Pipeline::WeightedScore>& scores,
+                           const CycleContext& ctx) {
+  std::vector<char> applies(scores.size());
+  for (size_t i = 0; i < scores.size(); ++i) applies[i] = scores[i].policy->Applies(ctx) ? 1 : 0;
+  return applies;
+}
+
+}  // namespace
+
 int64_t Pipeline::ScoreNode(const CycleContext& ctx, const core::NodeState& node) const {
   if (total_weight_ <= 0) return 0;
-  int64_t sum = 0;
-  for (const WeightedScore& s : scores_) {
-    sum += std::clamp<int64_t>(s.policy->Score(ctx, node), 0, kMaxScore) * s.weight;
-  }
-  // Rounded weighted mean; stays in [0, kMaxScore] because each term does.
-  return (sum + total_weight_ / 2) / total_weight_;
+  return WeightedMean(scores_, Applying(scores_, ctx), ctx, node);
 }
 
 std::vector<int64_t> Pipeline::Score(const CycleContext& ctx,
                                      std::span<const std::string_view> candidates) const {
   std::vector<int64_t> out(candidates.size(), 0);
+  if (total_weight_ <= 0) return out;
+  CycleMemo memo;
+  CycleContext cycle = ctx;
+  if (cycle.memo == nullptr) cycle.memo = &memo;
+  const std::vector<char> applies = Applying(scores_, cycle);
   for (size_t i = 0; i < candidates.size(); ++i) {
-    if (const core::NodeState* node = ctx.state.FindNode(candidates[i])) {
-      out[i] = ScoreNode(ctx, *node);
+    if (const core::NodeState* node = cycle.state.FindNode(candidates[i])) {
+      out[i] = WeightedMean(scores_, applies, cycle, *node);
     }
   }
   return out;
+}
+
+EligibleFn Pipeline::Eligibility(const core::ClusterState& state, absl::Time now) const {
+  return [this, &state, now](const core::Pod& pod, const core::NodeState& node) {
+    if (!core::PlacementAllows(pod, node.node)) return false;
+    const CycleContext ctx{.state = state,
+                           .pod = pod,
+                           .now = now,
+                           .explain = false,
+                           .reclaim_blocked = true,
+                           .planning = true};
+    return FilterNode(ctx, node).ok();
+  };
 }
 
 std::vector<NodeVictims> Pipeline::Preempt(

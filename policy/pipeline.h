@@ -8,6 +8,7 @@
 #include <utility>
 #include <vector>
 
+#include "policy/gang/gang.h"
 #include "policy/policy.h"
 
 namespace berth::policy {
@@ -30,7 +31,8 @@ class Pipeline {
            std::vector<WeightedScore> scores,
            std::vector<std::unique_ptr<PreemptPolicyInterface>> preempt,
            std::vector<std::unique_ptr<OrderPolicyInterface>> order,
-           std::vector<std::unique_ptr<ReclaimPolicyInterface>> reclaim = {});
+           std::vector<std::unique_ptr<ReclaimPolicyInterface>> reclaim = {},
+           std::shared_ptr<const GangPlanner> gangs = nullptr);
 
   /// The pod-level gate. kFit when every admission module agrees.
   NodeVerdict Admit(const CycleContext& ctx) const;
@@ -62,6 +64,12 @@ class Pipeline {
   /// The first reclaim module's plan for a pod no candidate takes (nullopt: none reclaims).
   std::optional<ReclaimPlan> PlanReclaim(const CycleContext& ctx) const;
 
+  /// The gang planner the gang modules share (nullptr when the pipeline was built without one).
+  const GangPlanner* gangs() const { return gangs_.get(); }
+  /// Whether a pod may go on a node by every filter in planning mode (resources aside): what
+  /// gang plans ask of each node.
+  EligibleFn Eligibility(const core::ClusterState& state, absl::Time now) const;
+
   /// Module names per verb, for /debug and logs.
   std::vector<std::string> Describe() const;
 
@@ -73,6 +81,7 @@ class Pipeline {
   std::vector<std::unique_ptr<PreemptPolicyInterface>> preempt_;
   std::vector<std::unique_ptr<OrderPolicyInterface>> order_;
   std::vector<std::unique_ptr<ReclaimPolicyInterface>> reclaim_;
+  std::shared_ptr<const GangPlanner> gangs_;
 };
 
 /// The verdict for a node berth has never heard of.

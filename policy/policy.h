@@ -55,6 +55,13 @@ struct CycleContext {
   /// A reclaim for this pod was tried in this cycle and could not evict (a disruption budget):
   /// the pod may borrow instead (seed 004: "if eviction fails, borrowing is allowed").
   bool reclaim_blocked = false;
+  /// Planning mode: a gang plan asks whether the pod may go on a node by every rule except
+  /// free room, which the planner accounts for itself (members it already placed take room
+  /// the model does not show yet). Resource fit and the gang modules stand aside.
+  bool planning = false;
+  /// Why the pod's gang waits, when the caller has just planned it and found no room
+  /// (the gang admission module answers with it instead of planning again).
+  const NodeVerdict* gang_waiting = nullptr;
 };
 
 /// Per-node filter. Called once per candidate node; must be pure and thread-safe.
@@ -71,6 +78,12 @@ class ScorePolicyInterface {
  public:
   virtual ~ScorePolicyInterface() = default;
   virtual std::string_view Name() const = 0;
+  /// Whether the module has an opinion on this pod; modules that do not are left out of the
+  /// weighted mean (so a gang-only score does not flatten every other pod's ranking).
+  virtual bool Applies(const CycleContext& ctx) const {
+    (void)ctx;
+    return true;
+  }
   /// \return a score in [0, kMaxScore]; higher is better.
   virtual int64_t Score(const CycleContext& ctx, const core::NodeState& node) const = 0;
 };

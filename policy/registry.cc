@@ -6,6 +6,7 @@
 #include "absl/strings/str_join.h"
 #include "policy/binpack/binpack.h"
 #include "policy/fit/resource_fit.h"
+#include "policy/gang/gang.h"
 #include "policy/gpu/gpu.h"
 #include "policy/pools/pools.h"
 
@@ -83,7 +84,10 @@ std::vector<std::string> Registry::ScoreNames() const { return Names(scores_); }
 
 absl::StatusOr<std::unique_ptr<Pipeline>> Registry::Build(const PolicyConfig& config,
                                                           core::ResourceNames& resources) const {
-  const BuildContext ctx{.config = config, .resources = resources};
+  const BuildContext ctx{.config = config,
+                         .resources = resources,
+                         .gangs = std::make_shared<const GangPlanner>(config.gangs,
+                                                                      config.scheduler_name)};
   auto admission = BuildAll(admission_, "admission", config.admission, ctx);
   if (!admission.ok()) return admission.status();
   auto filters = BuildAll(filters_, "filter", config.filters, ctx);
@@ -110,7 +114,7 @@ absl::StatusOr<std::unique_ptr<Pipeline>> Registry::Build(const PolicyConfig& co
   if (!reclaim.ok()) return reclaim.status();
   return std::make_unique<Pipeline>(*std::move(admission), *std::move(filters),
                                     std::move(weighted), *std::move(preempt), *std::move(order),
-                                    *std::move(reclaim));
+                                    *std::move(reclaim), ctx.gangs);
 }
 
 Registry BuildDefaultRegistry() {
@@ -157,6 +161,22 @@ Registry BuildDefaultRegistry() {
     auto a = GpuMinCpuAdmission::Create(ctx.config.gpu);
     if (!a.ok()) return a.status();
     return std::unique_ptr<AdmissionPolicyInterface>(*std::move(a));
+  });
+  (void)r.RegisterAdmission("gang", [](const BuildContext& ctx)
+                                -> absl::StatusOr<std::unique_ptr<AdmissionPolicyInterface>> {
+    return std::make_unique<GangAdmission>(ctx.gangs);
+  });
+  (void)r.RegisterFilter("gang", [](const BuildContext&)
+                             -> absl::StatusOr<std::unique_ptr<FilterPolicyInterface>> {
+    return std::make_unique<GangFilter>();
+  });
+  (void)r.RegisterScore("gang-topology", [](const BuildContext& ctx)
+                            -> absl::StatusOr<std::unique_ptr<ScorePolicyInterface>> {
+    return std::make_unique<GangTopologyScore>(ctx.gangs);
+  });
+  (void)r.RegisterPreempt("gang", [](const BuildContext& ctx)
+                              -> absl::StatusOr<std::unique_ptr<PreemptPolicyInterface>> {
+    return std::make_unique<GangPreempt>(ctx.gangs, &ctx.resources);
   });
   return r;
 }

@@ -19,6 +19,8 @@ namespace berth::policy {
 struct BuildContext {
   const PolicyConfig& config;
   core::ResourceNames& resources;
+  /// The gang planner every gang module of one pipeline shares.
+  std::shared_ptr<const GangPlanner> gangs;
 };
 
 template <class T>

@@ -19,6 +19,13 @@ std::string_view ReasonCode(Reason reason) {
     case Reason::kReclaiming: return "Reclaiming";
     case Reason::kGpuReserved: return "GpuReserved";
     case Reason::kCpuPerGpuTooLow: return "CpuPerGpuTooLow";
+    case Reason::kGangNoPodGroup: return "GangNoPodGroup";
+    case Reason::kGangMembersMissing: return "GangMembersMissing";
+    case Reason::kGangNotPlaceable: return "GangNotPlaceable";
+    case Reason::kGangMaxHops: return "GangMaxHops";
+    case Reason::kGangReservedElsewhere: return "GangReservedElsewhere";
+    case Reason::kGangElasticWaiting: return "GangElasticWaiting";
+    case Reason::kGangMinimum: return "GangMinimum";
   }
   return "Unknown";
 }

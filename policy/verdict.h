@@ -31,6 +31,14 @@ enum class Reason : uint8_t {
   // GPU placement (SPEC 6.7).
   kGpuReserved,           ///< a CPU-only pod would take the CPU or memory kept for free GPUs
   kCpuPerGpuTooLow,       ///< a GPU pod requests less CPU per GPU than gpu.minCpuPerGpu
+  // Gangs and topology (SPEC 6.2, 6.3, 6.6).
+  kGangNoPodGroup,        ///< the gang's PodGroup does not exist (yet)
+  kGangMembersMissing,    ///< fewer members exist than minMember
+  kGangNotPlaceable,      ///< the gang's minimum cannot be placed at once
+  kGangMaxHops,           ///< the gang fits only farther apart than berth.io/max-hops
+  kGangReservedElsewhere, ///< the member's room is reserved on another node
+  kGangElasticWaiting,    ///< an elastic member waits (fulfillment order, freeze window)
+  kGangMinimum,           ///< a preemption that would leave a gang below its minimum
 };
 
 std::string_view ReasonCode(Reason reason);

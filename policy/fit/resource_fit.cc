@@ -62,6 +62,7 @@ NodeVerdict CheckFit(const core::ResourceNames& names, const core::ResourceVecto
 }
 
 NodeVerdict ResourceFitFilter::Filter(const CycleContext& ctx, const core::NodeState& node) const {
+  if (ctx.planning) return NodeVerdict::Ok();  // the planner counts room itself
   if (!ctx.pod.unknown_requests.empty()) {
     std::string names;
     for (const auto& [name, amount] : ctx.pod.unknown_requests) {

@@ -5,6 +5,7 @@
 
 #include "absl/container/flat_hash_set.h"
 
+#include "core/placement.h"
 #include "core/strings.h"
 #include "policy/fit/resource_fit.h"
 
@@ -158,6 +159,9 @@ struct LenderRank {
 bool PoolHasRoom(const core::ClusterState& state, const core::Pod& pod, const PoolMap::Entry& pool) {
   for (core::NodeSlot slot : pool.nodes) {
     const core::NodeState& n = state.node(slot);
+    // Room on a node kube-scheduler would not give the pod (taints, cordon, node affinity) is
+    // no room for it.
+    if (!core::PlacementAllows(pod, n.node)) continue;
     if (CheckFit(state.resources(), pod.request, n, state.OwnReservation(pod.uid, n), false).ok()) {
       return true;
     }
@@ -346,7 +350,9 @@ std::optional<PoolReclaim> ReclaimOnNode(const core::ClusterState& state, const 
                                          PoolId home, const core::Pod& pod,
                                          const core::NodeState& node,
                                          std::string_view scheduler_name) {
-  if (node.node.unschedulable) return std::nullopt;
+  // Never a cordoned node (even for a pod that tolerates the cordon), nor one kube-scheduler
+  // would not give the pod (taints, node affinity): evicting there makes no room for it.
+  if (node.node.unschedulable || !core::PlacementAllows(pod, node.node)) return std::nullopt;
   const bool may_preempt = !map.pool(home).disable_preemption;
   core::ResourceVector leaving;  // terminating pods: their room frees without an eviction
   std::vector<std::pair<VictimRank, const core::PodState*>> candidates;

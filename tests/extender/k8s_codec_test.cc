@@ -15,6 +15,7 @@
 
 #include "absl/time/time.h"
 #include "core/objects.h"
+#include "core/placement.h"
 #include "core/resources.h"
 #include "core/strings.h"
 #include "extender/json.h"
@@ -819,6 +820,8 @@ void CheckSamePod(const core::Pod& a, const core::Pod& b) {
   CHECK(a.labels == b.labels);
   CHECK(a.annotations == b.annotations);
   CHECK(a.request == b.request);
+  REQUIRE((a.placement == nullptr) == (b.placement == nullptr));
+  if (a.placement != nullptr) CHECK(*a.placement == *b.placement);
 }
 
 void CheckSameNode(const core::Node& a, const core::Node& b) {
@@ -1649,6 +1652,370 @@ TEST_CASE("EncodeLabelSelector writes Kubernetes' LabelSelector", "[codec][kinds
   CHECK(EncodeLabelSelector(s) == Json::parse(R"({"matchLabels": {"pool": "demo"},
                         "matchExpressions": [{"key": "gpu", "operator": "In", "values": ["a"]},
                                              {"key": "spot", "operator": "DoesNotExist"}]})"));
+}
+
+
+// ---- placement: nodeSelector, required node affinity, tolerations -----------------------------
+
+// A pod whose spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution is
+// {"nodeSelectorTerms": terms}.
+Json PodWithTerms(const Json& terms) {
+  Json j = MakePod("p").Obj();
+  j["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"] = {
+      {"nodeSelectorTerms", terms}};
+  return j;
+}
+// A pod with one term holding one matchExpressions (or matchFields) entry.
+Json PodWithRequirement(const Json& req, const std::string& list = "matchExpressions") {
+  return PodWithTerms(Json::array({{{list, Json::array({req})}}}));
+}
+Json PodWithTolerations(const Json& tolerations) {
+  Json j = MakePod("p").Obj();
+  j["spec"]["tolerations"] = tolerations;
+  return j;
+}
+
+constexpr std::string_view kTermsPath =
+    "Pod.spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms";
+
+TEST_CASE("DecodePod reads nodeSelector - required node affinity and tolerations", "[codec][placement]") {
+  core::ResourceNames names;
+  Json j = PodWithTerms(Json::array(
+      {{{"matchExpressions",
+         Json::array({{{"key", "zone"}, {"operator", "In"}, {"values", {"z1", "z2"}}},
+                      {{"key", "cores"}, {"operator", "Gt"}, {"values", {"-8"}}},
+                      {{"key", "spot"}, {"operator", "DoesNotExist"}}})}},
+       {{"matchFields", Json::array({{{"key", "metadata.name"}, {"operator", "NotIn"}, {"values", {"bad"}}}})},
+        {"matchExpressions", Json::array({{{"key", "gpu"}, {"operator", "Exists"}},
+                                          {{"key", "mem"}, {"operator", "Lt"}, {"values", {"+64"}}},
+                                          {{"key", "arch"}, {"operator", "NotIn"}, {"values", {"arm"}}}})}},
+       Json::object()}));
+  j["spec"]["nodeSelector"] = {{"pool", "gpu-large"}, {"disk", "ssd"}};
+  j["spec"]["tolerations"] = Json::array(
+      {{{"key", "nvidia.com/gpu"}, {"operator", "Exists"}, {"effect", "NoSchedule"}},
+       {{"key", "dedicated"}, {"value", "ml"}},  // operator defaults to Equal, effect to every effect
+       {{"key", "node.kubernetes.io/not-ready"}, {"operator", "Exists"}, {"effect", "NoExecute"},
+        {"tolerationSeconds", 300}},
+       {{"operator", "Exists"}},
+       {{"key", "team"}, {"operator", "Equal"}, {"value", "a"}, {"effect", "PreferNoSchedule"}}});
+  // Other affinity kinds are not read (and not refused).
+  j["spec"]["affinity"]["podAntiAffinity"] = {{"requiredDuringSchedulingIgnoredDuringExecution", Json::array()}};
+  j["spec"]["affinity"]["nodeAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"] = Json::array(
+      {{{"weight", 1}, {"preference", {{"matchExpressions", Json::array()}}}}});
+
+  const core::Pod pod = MustPod(j, names);
+  REQUIRE(pod.placement != nullptr);
+  const core::PodPlacement& p = *pod.placement;
+  CHECK(p.node_selector.size() == 2);
+  CHECK(p.node_selector.Get("pool") == std::optional<std::string_view>("gpu-large"));
+  CHECK(p.node_selector.Get("disk") == std::optional<std::string_view>("ssd"));
+
+  REQUIRE(p.required_terms.has_value());
+  REQUIRE(p.required_terms->size() == 3);
+  const core::NodeSelectorTerm& t0 = (*p.required_terms)[0];
+  REQUIRE(t0.match_expressions.size() == 3);
+  CHECK(t0.match_fields.empty());
+  CHECK(t0.match_expressions[0] == core::NodeSelectorRequirement{.key = "zone",
+                                                                 .op = core::NodeSelectorOp::kIn,
+                                                                 .values = {"z1", "z2"}});
+  CHECK(t0.match_expressions[1].op == core::NodeSelectorOp::kGt);
+  CHECK(t0.match_expressions[1].number == -8);
+  CHECK(t0.match_expressions[2].op == core::NodeSelectorOp::kDoesNotExist);
+  CHECK(t0.match_expressions[2].values.empty());
+  const core::NodeSelectorTerm& t1 = (*p.required_terms)[1];
+  REQUIRE(t1.match_fields.size() == 1);
+  CHECK(t1.match_fields[0].key == "metadata.name");
+  CHECK(t1.match_fields[0].op == core::NodeSelectorOp::kNotIn);
+  CHECK(t1.match_fields[0].values == std::vector<std::string>{"bad"});
+  REQUIRE(t1.match_expressions.size() == 3);
+  CHECK(t1.match_expressions[0].op == core::NodeSelectorOp::kExists);
+  CHECK(t1.match_expressions[1].op == core::NodeSelectorOp::kLt);
+  CHECK(t1.match_expressions[1].number == 64);
+  CHECK(t1.match_expressions[2].op == core::NodeSelectorOp::kNotIn);
+  CHECK((*p.required_terms)[2].empty());  // kept: an empty term matches nothing
+
+  REQUIRE(p.tolerations.size() == 5);
+  CHECK(p.tolerations[0] == core::Toleration{.key = "nvidia.com/gpu",
+                                             .op = core::TolerationOp::kExists,
+                                             .effect = "NoSchedule"});
+  CHECK(p.tolerations[1] == core::Toleration{.key = "dedicated", .op = core::TolerationOp::kEqual, .value = "ml"});
+  CHECK(p.tolerations[2].effect == "NoExecute");
+  CHECK(p.tolerations[3] == core::Toleration{.op = core::TolerationOp::kExists});
+  CHECK(p.tolerations[4].effect == "PreferNoSchedule");
+  CHECK(p.tolerations[4].op == core::TolerationOp::kEqual);
+
+  // What the decoded placement means, on two nodes.
+  core::Node good;
+  good.name = "good";
+  for (auto [k, v] : {std::pair{"pool", "gpu-large"}, {"disk", "ssd"}, {"zone", "z2"}, {"cores", "-7"}}) {
+    good.labels.Set(k, v);
+  }
+  CHECK(core::PlacementAllows(pod, good));
+  core::Node bad = good;
+  bad.labels.Set("cores", "-9");  // first term fails; the second needs gpu
+  std::string why;
+  CHECK_FALSE(core::PlacementAllows(pod, bad, &why));
+  CHECK(why == "required node affinity does not match");
+}
+
+TEST_CASE("DecodePod: a pod that says nothing of placement keeps none", "[codec][placement]") {
+  core::ResourceNames names;
+  CHECK(MustPod(MakePod("p").Obj(), names).placement == nullptr);
+  Json j = MakePod("p").Obj();
+  j["spec"]["nodeSelector"] = Json::object();
+  j["spec"]["tolerations"] = Json::array();
+  j["spec"]["affinity"] = {{"nodeAffinity", {{"preferredDuringSchedulingIgnoredDuringExecution", Json::array()}}}};
+  CHECK(MustPod(j, names).placement == nullptr);
+  // JSON null is absent, as everywhere in the decoder.
+  j["spec"]["nodeSelector"] = nullptr;
+  j["spec"]["tolerations"] = nullptr;
+  j["spec"]["affinity"] = {{"nodeAffinity", {{"requiredDuringSchedulingIgnoredDuringExecution", nullptr}}}};
+  CHECK(MustPod(j, names).placement == nullptr);
+}
+
+TEST_CASE("DecodePod: required node affinity without terms is kept and matches nothing", "[codec][placement]") {
+  core::ResourceNames names;
+  core::Node node;
+  node.name = "n";
+  for (const Json& required : {Json::object(), Json{{"nodeSelectorTerms", Json::array()}},
+                               Json{{"nodeSelectorTerms", nullptr}}}) {
+    INFO(required.dump());
+    Json j = MakePod("p").Obj();
+    j["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"] = required;
+    const core::Pod pod = MustPod(j, names);
+    REQUIRE(pod.placement != nullptr);
+    REQUIRE(pod.placement->required_terms.has_value());
+    CHECK(pod.placement->required_terms->empty());
+    CHECK_FALSE(core::PlacementAllows(pod, node));
+  }
+}
+
+TEST_CASE("DecodePod: Gt or Lt with a value that is not an integer is kept and matches nothing",
+          "[codec][placement]") {
+  // The API server accepts it (one value is all it checks); kube-scheduler cannot parse it, so
+  // the term matches no node. berth keeps such a pod in its model rather than refusing it.
+  core::ResourceNames names;
+  core::Node node;
+  node.name = "n";
+  node.labels.Set("cores", "64");
+  for (const char* value : {"ten", "1.5", "99999999999999999999"}) {
+    INFO(value);
+    const core::Pod pod = MustPod(
+        PodWithRequirement({{"key", "cores"}, {"operator", "Gt"}, {"values", {value}}}), names);
+    REQUIRE(pod.placement != nullptr);
+    CHECK_FALSE(core::PlacementAllows(pod, node));
+  }
+  const core::Pod ok = MustPod(
+      PodWithRequirement({{"key", "cores"}, {"operator", "Gt"}, {"values", {"8"}}}), names);
+  CHECK(core::PlacementAllows(ok, node));
+}
+
+TEST_CASE("DecodePod: pods with equal placements share one", "[codec][placement]") {
+  core::ResourceNames names;
+  // What the API server's DefaultTolerationSeconds admission adds to every pod.
+  const Json defaults = Json::array(
+      {{{"key", "node.kubernetes.io/not-ready"}, {"operator", "Exists"}, {"effect", "NoExecute"},
+        {"tolerationSeconds", 300}},
+       {{"key", "node.kubernetes.io/unreachable"}, {"operator", "Exists"}, {"effect", "NoExecute"},
+        {"tolerationSeconds", 300}}});
+  Json a = MakePod("a").Obj();
+  a["spec"]["tolerations"] = defaults;
+  Json b = MakePod("b").Uid("other").Obj();
+  b["spec"]["tolerations"] = defaults;
+  const core::Pod pa = MustPod(a, names);
+  const core::Pod pb = MustPod(b, names);
+  REQUIRE(pa.placement != nullptr);
+  CHECK(pa.placement.get() == pb.placement.get());
+  // A different placement is not shared.
+  b["spec"]["tolerations"][1]["effect"] = "NoSchedule";
+  const core::Pod pc = MustPod(b, names);
+  REQUIRE(pc.placement != nullptr);
+  CHECK(pc.placement.get() != pa.placement.get());
+  CHECK(pc.placement->tolerations[1].effect == "NoSchedule");
+}
+
+TEST_CASE("DecodePod: placement errors name the path and what was expected", "[codec][placement][errors]") {
+  const std::string terms(kTermsPath);
+  const std::string expr0 = terms + "[0].matchExpressions[0]";
+  const std::string field0 = terms + "[0].matchFields[0]";
+  struct Case {
+    Json pod;
+    std::string error;
+  };
+  Json selector_array = MakePod("p").Obj();
+  selector_array["spec"]["nodeSelector"] = Json::array({"pool=a"});
+  Json selector_value = MakePod("p").Obj();
+  selector_value["spec"]["nodeSelector"] = {{"pool", 1}};
+  Json affinity_string = MakePod("p").Obj();
+  affinity_string["spec"]["affinity"] = "none";
+  Json node_affinity_array = MakePod("p").Obj();
+  node_affinity_array["spec"]["affinity"]["nodeAffinity"] = Json::array();
+  Json required_array = MakePod("p").Obj();
+  required_array["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"] =
+      Json::array();
+  const std::vector<Case> cases = {
+      {selector_array, "Pod.spec.nodeSelector: expected an object, got an array"},
+      {selector_value, "Pod.spec.nodeSelector.pool: expected a string, got a number"},
+      {affinity_string, "Pod.spec.affinity: expected an object, got a string"},
+      {node_affinity_array, "Pod.spec.affinity.nodeAffinity: expected an object, got an array"},
+      {required_array,
+       "Pod.spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution: expected an "
+       "object, got an array"},
+      {PodWithTerms({{"matchExpressions", Json::array()}}), terms + ": expected an array, got an object"},
+      {PodWithTerms(Json::array({Json::object(), "zone=a"})), terms + "[1]: expected an object, got a string"},
+      {PodWithTerms(Json::array({{{"matchExpressions", {{"key", "a"}}}}})),
+       terms + "[0].matchExpressions: expected an array, got an object"},
+      {PodWithRequirement("zone"), expr0 + ": expected an object, got a string"},
+      {PodWithRequirement({{"operator", "Exists"}}), expr0 + ".key: required: expected a non-empty label key"},
+      {PodWithRequirement({{"key", ""}, {"operator", "Exists"}}),
+       expr0 + ".key: required: expected a non-empty label key"},
+      {PodWithRequirement({{"key", 5}, {"operator", "Exists"}}), expr0 + ".key: expected a string, got a number"},
+      {PodWithRequirement({{"key", "zone"}}),
+       expr0 + ".operator: required: expected In, NotIn, Exists, DoesNotExist, Gt or Lt"},
+      {PodWithRequirement({{"key", "zone"}, {"operator", "Near"}, {"values", {"a"}}}),
+       expr0 + ".operator: unsupported operator \"Near\"; expected In, NotIn, Exists, DoesNotExist, Gt or Lt"},
+      {PodWithRequirement({{"key", "zone"}, {"operator", "in"}, {"values", {"a"}}}),
+       expr0 + ".operator: unsupported operator \"in\"; expected In, NotIn, Exists, DoesNotExist, Gt or Lt"},
+      {PodWithRequirement({{"key", "zone"}, {"operator", "In"}}), expr0 + ".values: operator In needs at least one value"},
+      {PodWithRequirement({{"key", "zone"}, {"operator", "NotIn"}, {"values", Json::array()}}),
+       expr0 + ".values: operator NotIn needs at least one value"},
+      {PodWithRequirement({{"key", "zone"}, {"operator", "In"}, {"values", "z1"}}),
+       expr0 + ".values: expected an array, got a string"},
+      {PodWithRequirement({{"key", "zone"}, {"operator", "In"}, {"values", {"z1", 2}}}),
+       expr0 + ".values[1]: expected a string, got a number"},
+      {PodWithRequirement({{"key", "gpu"}, {"operator", "Exists"}, {"values", {"yes"}}}),
+       expr0 + ".values: operator Exists takes no values, got 1"},
+      {PodWithRequirement({{"key", "gpu"}, {"operator", "DoesNotExist"}, {"values", {"a", "b"}}}),
+       expr0 + ".values: operator DoesNotExist takes no values, got 2"},
+      {PodWithRequirement({{"key", "cores"}, {"operator", "Gt"}, {"values", {"1", "2"}}}),
+       expr0 + ".values: operator Gt needs exactly one value, got 2"},
+      {PodWithRequirement({{"key", "cores"}, {"operator", "Lt"}}), expr0 + ".values: operator Lt needs exactly one value, got 0"},
+      {PodWithRequirement({{"key", "spec.nodeName"}, {"operator", "In"}, {"values", {"n1"}}}, "matchFields"),
+       field0 + ".key: unsupported field \"spec.nodeName\"; matchFields may only select metadata.name"},
+      {PodWithRequirement({{"operator", "In"}, {"values", {"n1"}}}, "matchFields"),
+       field0 + ".key: required: expected metadata.name"},
+      {PodWithRequirement({{"key", "metadata.name"}, {"operator", "Exists"}}, "matchFields"),
+       field0 + ".operator: unsupported operator \"Exists\"; expected In or NotIn"},
+      {PodWithRequirement({{"key", "metadata.name"}, {"operator", "In"}, {"values", {"n1", "n2"}}}, "matchFields"),
+       field0 + ".values: operator In on a field needs exactly one value, got 2"},
+      {PodWithRequirement({{"key", "metadata.name"}, {"operator", "NotIn"}}, "matchFields"),
+       field0 + ".values: operator NotIn on a field needs exactly one value, got 0"},
+      {PodWithTolerations({{"key", "gpu"}}), "Pod.spec.tolerations: expected an array, got an object"},
+      {PodWithTolerations(Json::array({{{"operator", "Exists"}}, "gpu"})),
+       "Pod.spec.tolerations[1]: expected an object, got a string"},
+      {PodWithTolerations(Json::array({{{"key", "gpu"}, {"operator", "Equals"}}})),
+       "Pod.spec.tolerations[0].operator: unsupported operator \"Equals\"; expected Equal or Exists"},
+      {PodWithTolerations(Json::array({{{"key", "gpu"}, {"operator", true}}})),
+       "Pod.spec.tolerations[0].operator: expected a string, got a boolean"},
+      {PodWithTolerations(Json::array({{{"key", "gpu"}, {"operator", "Exists"}, {"effect", "NoScheduling"}}})),
+       "Pod.spec.tolerations[0].effect: unsupported effect \"NoScheduling\"; expected NoSchedule, "
+       "PreferNoSchedule or NoExecute (or none for every effect)"},
+      {PodWithTolerations(Json::array({{{"value", "x"}}})),
+       "Pod.spec.tolerations[0].operator: must be Exists when the key is empty (which tolerates every taint)"},
+      {PodWithTolerations(Json::array({{{"key", "gpu"}, {"operator", "Exists"}, {"value", "x"}}})),
+       "Pod.spec.tolerations[0].value: must be empty when the operator is Exists"},
+      {PodWithTolerations(Json::array({{{"key", 1}, {"operator", "Exists"}}})),
+       "Pod.spec.tolerations[0].key: expected a string, got a number"},
+      {PodWithTolerations(Json::array({{{"key", "gpu"}, {"value", Json::array()}}})),
+       "Pod.spec.tolerations[0].value: expected a string, got an array"},
+  };
+  for (const Case& c : cases) {
+    INFO("pod spec: " << c.pod["spec"].dump());
+    CHECK(PodError(c.pod) == c.error);
+  }
+}
+
+TEST_CASE("DecodePod: placement errors fail verb requests too - without crashing", "[codec][placement][errors]") {
+  // NameMode::kLookup is what the verbs use on untrusted input.
+  core::ResourceNames names;
+  for (const Json& spec_part :
+       {Json{{"tolerations", Json::array({nullptr})}}, Json{{"tolerations", Json::array({Json::array()})}},
+        Json{{"affinity", {{"nodeAffinity", {{"requiredDuringSchedulingIgnoredDuringExecution",
+                                              {{"nodeSelectorTerms", Json::array({nullptr})}}}}}}}},
+        Json{{"nodeSelector", {{"a", nullptr}}}}}) {
+    Json j = MakePod("p").Obj();
+    for (const auto& [k, v] : spec_part.items()) j["spec"][k] = v;
+    INFO(j["spec"].dump());
+    absl::StatusOr<JsonDocument> doc = JsonDocument::Parse(j.dump());
+    REQUIRE(doc.ok());
+    const JsonPath top;
+    const JsonPath path = top.Field("Pod");
+    absl::StatusOr<simdjson::dom::object> obj = AsObject(doc->root(), path);
+    REQUIRE(obj.ok());
+    absl::StatusOr<core::Pod> pod = DecodePod(*obj, names, path, NameMode::kLookup);
+    REQUIRE_FALSE(pod.ok());
+    CHECK(Contains(ToStd(pod.status().message()), "Pod.spec."));
+  }
+}
+
+TEST_CASE("EncodePod round trip keeps the placement", "[codec][roundtrip][placement]") {
+  core::ResourceNames names;
+  Json j = PodWithTerms(Json::array(
+      {{{"matchExpressions", Json::array({{{"key", "zone"}, {"operator", "In"}, {"values", {"z1", "z2"}}},
+                                          {{"key", "cores"}, {"operator", "Gt"}, {"values", {"+08"}}},
+                                          {{"key", "spot"}, {"operator", "DoesNotExist"}}})},
+        {"matchFields", Json::array({{{"key", "metadata.name"}, {"operator", "In"}, {"values", {"n1"}}}})}},
+       Json::object(),
+       {{"matchFields", Json::array({{{"key", "metadata.name"}, {"operator", "NotIn"}, {"values", {"n2"}}}})}}}));
+  j["spec"]["nodeSelector"] = {{"pool", "a"}};
+  j["spec"]["tolerations"] = Json::array({{{"operator", "Exists"}},
+                                          {{"key", "gpu"}, {"value", "true"}, {"effect", "NoSchedule"}},
+                                          {{"key", "spot"}, {"operator", "Exists"}, {"effect", "NoExecute"}}});
+  std::vector<core::Pod> pods;
+  pods.push_back(MustPod(j, names));
+  Json only_terms_empty = MakePod("empty-terms").Obj();
+  only_terms_empty["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"] =
+      Json::object();
+  pods.push_back(MustPod(only_terms_empty, names));
+  pods.push_back(MustPod(PodWithTolerations(Json::array({{{"key", "k"}, {"operator", "Equal"}}})), names));
+  Json only_selector = MakePod("sel").Obj();
+  only_selector["spec"]["nodeSelector"] = {{"kubernetes.io/arch", "amd64"}};
+  pods.push_back(MustPod(only_selector, names));
+
+  for (const core::Pod& pod : pods) {
+    INFO("pod " << pod.Key());
+    REQUIRE(pod.placement != nullptr);
+    CheckSamePod(PodRoundTrip(pod, names), pod);
+  }
+  // Hand-checked, so the round trip cannot pass by losing the placement on both sides.
+  const core::Pod back = PodRoundTrip(pods[0], names);
+  REQUIRE(back.placement != nullptr);
+  CHECK(back.placement->node_selector.Get("pool") == std::optional<std::string_view>("a"));
+  REQUIRE(back.placement->required_terms.has_value());
+  REQUIRE(back.placement->required_terms->size() == 3);
+  CHECK((*back.placement->required_terms)[0].match_expressions[1].number == 8);
+  CHECK((*back.placement->required_terms)[0].match_fields.size() == 1);
+  CHECK((*back.placement->required_terms)[1].empty());
+  CHECK(back.placement->tolerations.size() == 3);
+  const core::Pod empty_back = PodRoundTrip(pods[1], names);
+  REQUIRE(empty_back.placement != nullptr);
+  CHECK(empty_back.placement->required_terms.has_value());
+  // The encoded JSON is what Kubernetes writes.
+  const Json encoded = EncodePod(pods[0], names);
+  CHECK(encoded["spec"]["nodeSelector"] == Json{{"pool", "a"}});
+  CHECK(encoded["spec"]["tolerations"][1] ==
+        Json{{"key", "gpu"}, {"operator", "Equal"}, {"value", "true"}, {"effect", "NoSchedule"}});
+  CHECK(encoded["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+               ["nodeSelectorTerms"][1] == Json::object());
+  // A pod without placement writes none of these fields.
+  const Json plain = EncodePod(MustPod(MakePod("plain").Obj(), names), names);
+  CHECK_FALSE(plain["spec"].contains("nodeSelector"));
+  CHECK_FALSE(plain["spec"].contains("affinity"));
+  CHECK_FALSE(plain["spec"].contains("tolerations"));
+}
+
+TEST_CASE("DecodePod reads the placement of the fixtures' pods", "[codec][placement][fixtures]") {
+  core::ResourceNames names;
+  const Json req = Json::parse(ReadFixture("filter-request-2.json"));
+  const core::Pod pod = MustPod(req["Pod"], names);
+  REQUIRE(pod.placement != nullptr);
+  CHECK(pod.placement->node_selector.Get("pool") == std::optional<std::string_view>("gpu-large"));
+  CHECK_FALSE(pod.placement->required_terms.has_value());
+  REQUIRE(pod.placement->tolerations.size() == 3);
+  CHECK(pod.placement->tolerations[0] == core::Toleration{.key = "nvidia.com/gpu",
+                                                          .op = core::TolerationOp::kExists,
+                                                          .effect = "NoSchedule"});
+  CheckSamePod(PodRoundTrip(pod, names), pod);
 }
 
 }  // namespace

@@ -1,6 +1,8 @@
 // Pools through the verbs (SPEC 6.1): membership, home pool first, borrowing, flags, borrowers
-// in /debug/pods, preemption rules, and the pool statistics of /debug/pools.
+// in /debug/pods, preemption rules, the pool statistics of /debug/pools, and room that counts
+// only on nodes the pod may go to (nodeSelector, taints).
 
+#include <map>
 #include <string>
 
 #include "catch2/catch.hpp"
@@ -220,6 +222,92 @@ TEST_CASE("pools: preemption follows pool rules", "[pools]") {
                                        .proposal = {{"b1", {"b-own", "borrower"}}},
                                        .expect = {}}}});
   }
+}
+
+
+// Filter verdicts by node: "fit", or the reason of a failed or unresolvable node.
+std::map<std::string, std::string> FilterVerdicts(Harness& h, const Json& pod,
+                                                  const std::vector<std::string>& nodes) {
+  const Json r = h.Filter(ArgsNames(pod, nodes));
+  INFO("filter reply: " << r.dump());
+  REQUIRE((!r.contains("Error") || r["Error"].is_null() || r["Error"] == ""));
+  std::map<std::string, std::string> out;
+  if (r.contains("NodeNames") && r["NodeNames"].is_array()) {
+    for (const Json& n : r["NodeNames"]) out[n.get<std::string>()] = "fit";
+  }
+  for (const char* key : {"FailedNodes", "FailedAndUnresolvableNodes"}) {
+    if (!r.contains(key) || !r[key].is_object()) continue;
+    for (const auto& [n, why] : r[key].items()) out[n] = why.get<std::string>();
+  }
+  return out;
+}
+
+// team-a: a1 (no disk label, empty) and a2 (disk=ssd, full); team-b: b1 (disk=ssd) and b2, both
+// partly used; default: d1 (no disk label, empty, so the most free CPU).
+Json SsdPools() {
+  return Json::array(
+      {Event("ADDED", MakePool("team-a").Label("pool", "a").Obj()),
+       Event("ADDED", MakePool("team-b").Label("pool", "b").Obj()),
+       Event("ADDED", MakeNode("a1").Cpu("8").Memory("32Gi").Pods(110).Label("pool", "a").Obj()),
+       Event("ADDED", MakeNode("a2").Cpu("8").Memory("32Gi").Pods(110).Label("pool", "a").Label("disk", "ssd").Obj()),
+       Event("ADDED", MakeNode("b1").Cpu("8").Memory("32Gi").Pods(110).Label("pool", "b").Label("disk", "ssd").Obj()),
+       Event("ADDED", MakeNode("b2").Cpu("8").Memory("32Gi").Pods(110).Label("pool", "b").Obj()),
+       Event("ADDED", MakeNode("d1").Cpu("8").Memory("32Gi").Pods(110).Obj()),
+       // a2 is full with a team-a pod of the same priority as the pods below: nothing to reclaim.
+       Event("ADDED", InPool("a-fill", "team-a", "8").Node("a2").Phase("Running").Obj()),
+       Event("ADDED", MakePod("b-busy-1").Scheduler("default-scheduler").Cpu("4").Node("b1").Phase("Running").Obj()),
+       Event("ADDED", MakePod("b-busy-2").Scheduler("default-scheduler").Cpu("7").Node("b2").Phase("Running").Obj())});
+}
+
+TEST_CASE("pools: room on a home node the pod's nodeSelector excludes is no room", "[pools][placement]") {
+  Harness h;
+  h.Apply(SsdPools());
+  const std::vector<std::string> nodes = {"a1", "a2", "b1", "b2", "d1"};
+
+  // A plain team-a pod has room at home, on a1: it does not borrow.
+  const Json plain = InPool("plain", "team-a", "2").Obj();
+  std::map<std::string, std::string> v = FilterVerdicts(h, plain, nodes);
+  CHECK(v["a1"] == "fit");
+  CHECK(v["b1"].find("home pool team-a, which has room") != std::string::npos);
+  CHECK(v["d1"].find("home pool team-a, which has room") != std::string::npos);
+
+  // The same pod asking for an ssd node: a1 is not one and a2 is full, so the home pool has no
+  // room and the pod borrows. Only team-b has an ssd node with room (b1), so it lends, although
+  // the default pool has more free CPU (d1: 8 against 1 + 4).
+  Json ssd = InPool("ssd", "team-a", "2").Obj();
+  ssd["spec"]["nodeSelector"] = {{"disk", "ssd"}};
+  v = FilterVerdicts(h, ssd, nodes);
+  INFO("a1: " << v["a1"] << "; d1: " << v["d1"]);
+  CHECK(v["b1"] == "fit");
+  CHECK(v["d1"].find("borrowing from pool team-b") != std::string::npos);
+  CHECK(v["a2"].find("insufficient cpu") != std::string::npos);
+
+  // Without a node it may use anywhere, it is told no pool lends room.
+  Json nvme = InPool("nvme", "team-a", "2").Obj();
+  nvme["spec"]["nodeSelector"] = {{"disk", "nvme"}};
+  v = FilterVerdicts(h, nvme, nodes);
+  CHECK(v["b1"].find("no pool lends room") != std::string::npos);
+  CHECK(v["d1"].find("no pool lends room") != std::string::npos);
+}
+
+TEST_CASE("pools: an untolerated taint on the home pool's free node sends the pod borrowing",
+          "[pools][placement]") {
+  Harness h;
+  h.Apply(SsdPools());
+  h.Apply(Event("MODIFIED", MakeNode("a1").Cpu("8").Memory("32Gi").Pods(110).Label("pool", "a")
+                                .Taint("maintenance", "true", "NoSchedule").Obj()));
+  const std::vector<std::string> nodes = {"a1", "a2", "b1", "b2", "d1"};
+  const Json pod = InPool("p", "team-a", "2").Obj();
+  std::map<std::string, std::string> v = FilterVerdicts(h, pod, nodes);
+  // Home has no room it may use; the default pool has the most free CPU and lends.
+  CHECK(v["d1"] == "fit");
+  CHECK(v["b1"].find("borrowing from pool default") != std::string::npos);
+  // Tolerating the taint, the pod stays home.
+  Json tolerant = InPool("tolerant", "team-a", "2").Obj();
+  tolerant["spec"]["tolerations"] = Json::array({{{"key", "maintenance"}, {"operator", "Exists"}}});
+  v = FilterVerdicts(h, tolerant, nodes);
+  CHECK(v["d1"].find("home pool team-a, which has room") != std::string::npos);
+  CHECK(v["b1"].find("home pool team-a, which has room") != std::string::npos);
 }
 
 }  // namespace

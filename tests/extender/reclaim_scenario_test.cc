@@ -15,6 +15,7 @@
 #include "core/strings.h"
 #include "tests/testing/builders.h"
 #include "tests/testing/harness.h"
+#include "tests/testing/verbs.h"
 
 namespace berth::testing {
 namespace {
@@ -51,43 +52,6 @@ std::set<std::string> PodNames(Harness& h) {
   return out;
 }
 
-struct Verdicts {
-  /// The reason given for `node`, fit or not ("" when it fits or was not asked about).
-  std::string Why(const std::string& node) const {
-    if (auto it = unresolvable.find(node); it != unresolvable.end()) return it->second;
-    if (auto it = failed.find(node); it != failed.end()) return it->second;
-    return "";
-  }
-  std::vector<std::string> fit;
-  std::map<std::string, std::string> failed;        // FailedNodes
-  std::map<std::string, std::string> unresolvable;  // FailedAndUnresolvableNodes
-};
-
-Verdicts FilterPod(Harness& h, const MakePod& pod, const std::vector<std::string>& nodes) {
-  const Json r = h.Filter(ArgsNames(pod.Obj(), nodes));
-  INFO("filter reply: " << r.dump());
-  REQUIRE((!r.contains("Error") || r["Error"].is_null() || r["Error"] == ""));
-  Verdicts v;
-  if (r.contains("NodeNames") && r["NodeNames"].is_array()) {
-    for (const Json& n : r["NodeNames"]) v.fit.push_back(n.get<std::string>());
-  }
-  if (r.contains("FailedNodes") && r["FailedNodes"].is_object()) {
-    for (const auto& [n, why] : r["FailedNodes"].items()) v.failed[n] = why.get<std::string>();
-  }
-  if (r.contains("FailedAndUnresolvableNodes") && r["FailedAndUnresolvableNodes"].is_object()) {
-    for (const auto& [n, why] : r["FailedAndUnresolvableNodes"].items()) {
-      v.unresolvable[n] = why.get<std::string>();
-    }
-  }
-  return v;
-}
-
-void BindOk(Harness& h, const MakePod& pod, const std::string& node) {
-  const Json r = h.Bind(BindArgs(pod, node));
-  INFO("bind reply: " << r.dump());
-  CHECK((!r.contains("Error") || r["Error"].is_null() || r["Error"] == ""));
-}
-
 // The room /debug/nodes shows held on a node, in CPUs ("" when none).
 std::string HeldCpu(Harness& h, const std::string& node) {
   const Json nodes = ParseReply(h.service().DebugNodes(false))["nodes"];
@@ -96,10 +60,6 @@ std::string HeldCpu(Harness& h, const std::string& node) {
   }
   FAIL("no node " << node);
   return "";
-}
-
-bool Contains(const std::string& haystack, const std::string& needle) {
-  return haystack.find(needle) != std::string::npos;
 }
 
 // An evictor that behaves like the API server with a grace period: the victim is marked

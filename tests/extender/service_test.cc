@@ -560,7 +560,7 @@ TEST_CASE("service: the embedded demo cluster loads with pools of GPU and CPU no
   CHECK(*loaded == items.size());
 
   std::set<std::string> pools;
-  int gpu_nodes = 0, nodes = 0, running = 0;
+  int gpu_nodes = 0, nodes = 0, running = 0, podgroups = 0;
   std::set<std::string> used_nodes;
   for (const Json& item : items) {
     if (item["kind"] == "Node") {
@@ -574,6 +574,8 @@ TEST_CASE("service: the embedded demo cluster loads with pools of GPU and CPU no
         CHECK(labels.contains("berth.io/spine"));
         CHECK(labels.contains("berth.io/leaf"));
       }
+    } else if (item["kind"] == "PodGroup") {
+      ++podgroups;
     } else {
       REQUIRE(item["kind"] == "Pod");
       if (item["status"]["phase"] == "Running" && item["spec"].contains("nodeName")) {
@@ -586,6 +588,7 @@ TEST_CASE("service: the embedded demo cluster loads with pools of GPU and CPU no
   CHECK(nodes >= 6);
   CHECK(gpu_nodes >= 2);
   CHECK(running >= 3);
+  CHECK(podgroups >= 1);  // the running gang has its PodGroup
   // Running pods take room on their nodes.
   for (const std::string& node : used_nodes) {
     INFO("node " << node);

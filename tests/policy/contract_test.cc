@@ -22,6 +22,7 @@
 #include "policy/binpack/binpack.h"
 #include "policy/config.h"
 #include "policy/fit/resource_fit.h"
+#include "policy/gang/gang.h"
 #include "policy/gpu/gpu.h"
 #include "policy/pipeline.h"
 #include "policy/policy.h"
@@ -83,8 +84,23 @@ struct GpuAffinityModule {
   }
 };
 
-#define BERTH_FILTER_MODULES ResourceFitModule, PoolsModule, GpuReserveModule
-#define BERTH_SCORE_MODULES BinpackModule, GpuAffinityModule
+struct GangFilterModule {
+  static constexpr std::string_view kName = "gang";
+  static std::unique_ptr<FilterPolicyInterface> Make(core::ResourceNames&) {
+    return std::make_unique<GangFilter>();
+  }
+};
+
+struct GangTopologyModule {
+  static constexpr std::string_view kName = "gang-topology";
+  static std::unique_ptr<ScorePolicyInterface> Make(core::ResourceNames&) {
+    return std::make_unique<GangTopologyScore>(
+        std::make_shared<const GangPlanner>(PolicyConfig{}.gangs, PolicyConfig{}.scheduler_name));
+  }
+};
+
+#define BERTH_FILTER_MODULES ResourceFitModule, PoolsModule, GpuReserveModule, GangFilterModule
+#define BERTH_SCORE_MODULES BinpackModule, GpuAffinityModule, GangTopologyModule
 
 template <class... M>
 std::vector<std::string> NamesOf() {

@@ -212,25 +212,27 @@ TEST_CASE("Registry::Build keeps the configured filter order", "[registry]") {
 
 TEST_CASE("BuildDefaultRegistry has resource-fit and binpack", "[registry]") {
   const Registry r = BuildDefaultRegistry();
-  CHECK(r.FilterNames() == std::vector<std::string>{"gpu-reserve", "pools", "resource-fit"});
-  CHECK(r.ScoreNames() == std::vector<std::string>{"binpack", "gpu-affinity"});
+  CHECK(r.FilterNames() == std::vector<std::string>{"gang", "gpu-reserve", "pools", "resource-fit"});
+  CHECK(r.ScoreNames() == std::vector<std::string>{"binpack", "gang-topology", "gpu-affinity"});
 
   core::ResourceNames names;
   absl::StatusOr<std::unique_ptr<Pipeline>> p = r.Build(PolicyConfig{}, names);
   REQUIRE(p.ok());
   CHECK((*p)->Describe() ==
-        std::vector<std::string>{"admission:gpu-min-cpu", "filter:resource-fit", "filter:pools",
-                                 "filter:gpu-reserve", "score:binpack*1", "score:gpu-affinity*1",
-                                 "preempt:pools", "preempt:resource-fit", "reclaim:pools"});
+        std::vector<std::string>{"admission:gpu-min-cpu", "admission:gang", "filter:gang",
+                                 "filter:resource-fit", "filter:pools", "filter:gpu-reserve",
+                                 "score:binpack*1", "score:gpu-affinity*1",
+                                 "score:gang-topology*2", "preempt:pools", "preempt:gang",
+                                 "preempt:resource-fit", "reclaim:pools"});
 
   // resource-fit is also a preempt module; binpack is none.
   PolicyConfig c = Empty();
   c.preempt = {"binpack"};
-  CHECK(BuildError(r, c) == "unknown preempt module \"binpack\"; known: pools, resource-fit");
+  CHECK(BuildError(r, c) == "unknown preempt module \"binpack\"; known: gang, pools, resource-fit");
   c = Empty();
   c.filters = {"binpack"};
   CHECK(BuildError(r, c) ==
-        "unknown filter module \"binpack\"; known: gpu-reserve, pools, resource-fit");
+        "unknown filter module \"binpack\"; known: gang, gpu-reserve, pools, resource-fit");
 }
 
 TEST_CASE("BuildDefaultRegistry passes the binpack settings through", "[registry]") {

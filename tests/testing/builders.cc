@@ -219,6 +219,11 @@ MakePodGroup& MakePodGroup::MinResource(const std::string& resource, std::string
   j_["spec"]["minResources"][resource] = std::move(q);
   return *this;
 }
+
+MakePodGroup& MakePodGroup::Annotation(const std::string& key, std::string value) {
+  j_["metadata"]["annotations"][key] = std::move(value);
+  return *this;
+}
 MakePodGroup& MakePodGroup::Volcano() {
   j_["apiVersion"] = "scheduling.volcano.sh/v1beta1";
   return *this;

@@ -131,6 +131,7 @@ class MakePodGroup {
   MakePodGroup& MinMember(int32_t n);
   MakePodGroup& TimeoutSeconds(int32_t seconds);
   MakePodGroup& MinResource(const std::string& resource, std::string q);
+  MakePodGroup& Annotation(const std::string& key, std::string value);
   /// scheduling.volcano.sh/v1beta1 instead.
   MakePodGroup& Volcano();
   Json Obj() const { return j_; }

@@ -1,0 +1,196 @@
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/time/time.h"
+#include "core/cluster_model.h"
+#include "policy/config.h"
+#include "policy/policy.h"
+#include "policy/topology/topology.h"
+
+namespace berth::policy {
+
+/// Annotation on a gang's pods: the most network hops allowed between any two members.
+inline constexpr std::string_view kMaxHopsKey = "berth.io/max-hops";
+/// Annotation on a PodGroup (or its pods): the gang's freezing window ("90s", "5m").
+inline constexpr std::string_view kFreezeWindowKey = "berth.io/freeze-window";
+
+/// A gang as one state of the model has it (SPEC 6.2, 6.6).
+struct GangView {
+  std::string ns;
+  std::string name;
+  const core::PodGroup* group = nullptr;  ///< nullptr: no PodGroup object (yet)
+  int32_t min_member = 1;
+  /// Members holding node room: bound (or being bound) and not finished.
+  std::vector<const core::PodState*> bound;
+  /// Members with room reserved for them by a gang plan.
+  std::vector<const core::PodState*> reserved;
+  /// Members waiting without room, oldest first.
+  std::vector<const core::PodState*> pending;
+  int succeeded = 0;  ///< members that finished successfully (they count as done)
+  /// `berth.io/max-hops` of its members (the strictest), or nullopt.
+  std::optional<int> max_hops;
+  absl::Duration freeze_window;
+  const core::GangRecord* record = nullptr;
+
+  std::string Key() const { return ns + "/" + name; }
+  /// Members placed or done: what counts toward minMember.
+  int placed() const {
+    return static_cast<int>(bound.size() + reserved.size()) + succeeded;
+  }
+  /// Every member that still counts (placed, done or waiting).
+  int total() const { return placed() + static_cast<int>(pending.size()); }
+  bool admitted() const { return placed() >= min_member; }
+  /// (placed - min) / (total - min) (seed 002); 1 when the gang has no elastic members.
+  double Fulfillment() const;
+  /// Whether berth resized the gang less than its freezing window ago.
+  bool Frozen(absl::Time now) const;
+};
+
+/// Reads gang `ns/name` from `state`. `config` supplies the default freezing window.
+GangView ViewGang(const core::ClusterState& state, std::string_view ns, std::string_view name,
+                  const GangConfig& config);
+
+/// One member's planned node.
+struct GangPlacement {
+  const core::PodState* member = nullptr;
+  core::NodeSlot node = core::kNoNode;
+};
+
+/// A gang admission: a node for every member it needs, possibly after evicting elastic members
+/// of other gangs (seed 002: capacity is taken back from the most fulfilled gang first).
+struct GangPlan {
+  std::vector<GangPlacement> placements;
+  std::vector<const core::PodState*> victims;
+  /// Most hops between any two members once placed (bound members included).
+  int max_hops = 0;
+  /// The smallest domain holding the whole gang ("" for the root).
+  std::string domain;
+};
+
+/// What planning a gang found: a plan, or why there is none.
+struct GangOutcome {
+  std::optional<GangPlan> plan;
+  /// Members placeable now (placed ones included), for "5 of 8 members placeable".
+  int placeable = 0;
+  /// Set when there is no plan: the reason every node gives.
+  NodeVerdict why;
+};
+
+/// Whether `pod` may go on `node` by every rule except resources (berth's other filters in
+/// planning mode, and the constraints kube-scheduler checks).
+using EligibleFn = std::function<bool(const core::Pod& pod, const core::NodeState& node)>;
+
+/// Plans gangs (SPEC 6.2, 6.3, 6.6): all-or-nothing admission against one view with the
+/// fewest-hops placement, elastic growth by fulfillment, and re-planning of one member.
+/// Stateless apart from the topology cache; thread-safe.
+class GangPlanner {
+ public:
+  GangPlanner(GangConfig config, std::string scheduler_name);
+
+  const GangConfig& config() const { return config_; }
+  std::shared_ptr<const Topology> topology(const core::ClusterState& state) const {
+    return topology_.Get(state);
+  }
+
+  /// Plans room for the members `gang` still needs to reach minMember, all at once: the
+  /// smallest topology domain that holds them (within `berth.io/max-hops`) and, inside it, the
+  /// fullest nodes first. When free room is short, elastic members of other gangs (most
+  /// fulfilled gang first, never below its minimum, never a frozen gang, never of higher
+  /// priority than `pod`) may be evicted.
+  GangOutcome PlanAdmission(const CycleContext& ctx, const GangView& gang,
+                            const EligibleFn& eligible) const;
+
+  /// Places elastic members (beyond minMember) of admitted, unfrozen gangs while room allows,
+  /// one at a time to the least fulfilled gang (seed 002), each near its gang's members.
+  std::vector<GangPlacement> PlanElastic(const core::ClusterState& state, absl::Time now,
+                                         const EligibleFn& eligible) const;
+
+  /// A new node for one member whose reserved node kube-scheduler no longer offers: among
+  /// `allowed` (candidate names), the one fewest hops from the gang's other members that fits.
+  std::optional<core::NodeSlot> ReplanMember(const core::ClusterState& state,
+                                             const GangView& gang, const core::PodState& member,
+                                             const std::vector<core::NodeSlot>& allowed,
+                                             const EligibleFn& eligible) const;
+
+  /// The verdict for a gang member that is not placed: why it waits. Plans (without reserving)
+  /// when that is what the reason needs ("5 of 8 members placeable").
+  NodeVerdict WaitingVerdict(const CycleContext& ctx, const GangView& gang,
+                             const EligibleFn& eligible) const;
+
+  /// Most hops between the nodes of `nodes` (0 for none or one).
+  int MaxHops(const core::ClusterState& state, const std::vector<core::NodeSlot>& nodes) const;
+
+  const std::string& scheduler_name() const { return scheduler_name_; }
+
+ private:
+  GangConfig config_;
+  std::string scheduler_name_;
+  TopologyCache topology_;
+};
+
+/// The gang of a pod as (namespace, name), or nullopt.
+std::optional<std::pair<std::string_view, std::string_view>> GangOf(const core::Pod& pod);
+
+/// Admission module "gang": a gang member waits unless room is reserved for it (the gang was
+/// admitted whole) or it is already placed. The service plans and reserves before asking.
+class GangAdmission final : public AdmissionPolicyInterface {
+ public:
+  explicit GangAdmission(std::shared_ptr<const GangPlanner> planner)
+      : planner_(std::move(planner)) {}
+  std::string_view Name() const override { return "gang"; }
+  NodeVerdict Admit(const CycleContext& ctx) const override;
+
+ private:
+  std::shared_ptr<const GangPlanner> planner_;
+};
+
+/// Filter module "gang": a member with room reserved fits only its reserved node; every other
+/// node is unresolvable for it, naming the reserved node.
+class GangFilter final : public FilterPolicyInterface {
+ public:
+  std::string_view Name() const override { return "gang"; }
+  NodeVerdict Filter(const CycleContext& ctx, const core::NodeState& node) const override;
+};
+
+/// Score module "gang-topology" (SPEC 6.3): for a gang member, its reserved node scores
+/// highest, then nodes fewer hops from the gang's placed members. Abstains for other pods.
+class GangTopologyScore final : public ScorePolicyInterface {
+ public:
+  explicit GangTopologyScore(std::shared_ptr<const GangPlanner> planner)
+      : planner_(std::move(planner)) {}
+  std::string_view Name() const override { return "gang-topology"; }
+  bool Applies(const CycleContext& ctx) const override;
+  int64_t Score(const CycleContext& ctx, const core::NodeState& node) const override;
+
+ private:
+  std::shared_ptr<const GangPlanner> planner_;
+};
+
+/// Preempt module "gang" (SPEC 6.2, 6.5, seed 001): a proposal never leaves a gang below its
+/// minimum by a part of it. Elastic members (above minimum) may go; a member at the minimum
+/// goes only with the whole gang, which is possible through this verb only when all of the
+/// gang's members are on that node (kube-scheduler deletes only victims on the chosen node):
+/// then they are all added; otherwise the member is spared, and the node is kept only if the
+/// remaining victims, plus elastic members on the node that kube-scheduler did not propose,
+/// make room (elastic members go before anyone's minimum).
+class GangPreempt final : public PreemptPolicyInterface {
+ public:
+  GangPreempt(std::shared_ptr<const GangPlanner> planner, const core::ResourceNames* names)
+      : planner_(std::move(planner)), names_(names) {}
+  std::string_view Name() const override { return "gang"; }
+  bool Review(const CycleContext& ctx, const core::NodeState& node, NodeVictims* proposal,
+              NodeVerdict* why) const override;
+
+ private:
+  std::shared_ptr<const GangPlanner> planner_;
+  const core::ResourceNames* names_;
+};
+
+}  // namespace berth::policy
