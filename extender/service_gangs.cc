@@ -294,19 +294,8 @@ Reply Service::DebugGangs(bool text) const {
   for (const auto& [ns, name] : keys) {
     Row r{.g = policy::ViewGang(*view, ns, name, config)};
     r.state = GangState(r.g);
-    std::vector<core::NodeSlot> slots;
-    for (const auto* list : {&r.g.bound, &r.g.reserved}) {
-      for (const core::PodState* p : *list) {
-        core::NodeSlot s = p->counted_on;
-        if (s == core::kNoNode) {
-          if (const core::LedgerEntry* e = view->FindBind(p->pod.uid.view())) s = e->node;
-          else if (const core::Reservation* res = view->FindReservation(p->pod.uid.view())) s = res->node;
-        }
-        if (s == core::kNoNode) continue;
-        slots.push_back(s);
-        r.nodes.push_back(view->node(s).node.name);
-      }
-    }
+    const std::vector<core::NodeSlot> slots = policy::PlacedNodes(*view, r.g);
+    for (core::NodeSlot s : slots) r.nodes.push_back(view->node(s).node.name);
     std::sort(r.nodes.begin(), r.nodes.end());
     r.nodes.erase(std::unique(r.nodes.begin(), r.nodes.end()), r.nodes.end());
     if (planner != nullptr && !slots.empty()) {

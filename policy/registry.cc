@@ -176,7 +176,7 @@ Registry BuildDefaultRegistry() {
   });
   (void)r.RegisterPreempt("gang", [](const BuildContext& ctx)
                               -> absl::StatusOr<std::unique_ptr<PreemptPolicyInterface>> {
-    return std::make_unique<GangPreempt>(ctx.gangs, &ctx.resources);
+    return std::make_unique<GangPreempt>(ctx.gangs);
   });
   return r;
 }

@@ -52,19 +52,6 @@ core::NodeSlot PlacedNode(const core::ClusterState& state, const core::PodState&
   return core::kNoNode;
 }
 
-// The nodes of a gang's placed members (bound, being bound or reserved), but `skip`'s.
-std::vector<core::NodeSlot> PlacedNodes(const core::ClusterState& state, const GangView& gang,
-                                        const core::PodState* skip = nullptr) {
-  std::vector<core::NodeSlot> out;
-  for (const auto* list : {&gang.bound, &gang.reserved}) {
-    for (const core::PodState* p : *list) {
-      if (p == skip) continue;
-      if (core::NodeSlot s = PlacedNode(state, *p); s != core::kNoNode) out.push_back(s);
-    }
-  }
-  return out;
-}
-
 struct Group {
   const core::Pod* shape = nullptr;
   std::vector<const core::PodState*> members;
@@ -338,6 +325,18 @@ NodeVerdict Waiting(Reason reason, std::string message, std::string detail = {})
 std::string FormatFulfillment(double f) { return absl::StrFormat("%.2f", f); }
 
 }  // namespace
+
+std::vector<core::NodeSlot> PlacedNodes(const core::ClusterState& state, const GangView& gang,
+                                        const core::PodState* skip) {
+  std::vector<core::NodeSlot> out;
+  for (const auto* list : {&gang.bound, &gang.reserved}) {
+    for (const core::PodState* p : *list) {
+      if (p == skip) continue;
+      if (core::NodeSlot s = PlacedNode(state, *p); s != core::kNoNode) out.push_back(s);
+    }
+  }
+  return out;
+}
 
 std::optional<std::pair<std::string_view, std::string_view>> GangOf(const core::Pod& pod) {
   const std::string_view name = core::GangNameOf(pod);
@@ -800,7 +799,6 @@ bool GangPreempt::Review(const CycleContext& ctx, const core::NodeState& node,
     return CheckFit(ctx.state.resources(), ctx.pod.request, node, &freed, false).ok();
   };
   if (!freed_enough()) {
-    std::map<std::pair<std::string, std::string>, int> taken;
     for (core::PodSlot slot : node.pods) {
       if (freed_enough()) break;
       const core::PodState& p = ctx.state.pod(slot);
@@ -814,7 +812,6 @@ bool GangPreempt::Review(const CycleContext& ctx, const core::NodeState& node,
         continue;
       }
       GangView gv = ViewGang(ctx.state, g->first, g->second, planner_->config());
-      auto key = std::make_pair(std::string(g->first), std::string(g->second));
       int already = 0;
       for (const Victim& v : proposal->victims) {
         if (v.known != nullptr) {
@@ -824,7 +821,6 @@ bool GangPreempt::Review(const CycleContext& ctx, const core::NodeState& node,
       if (gv.group == nullptr || gv.placed() - already - 1 < gv.min_member) continue;
       proposal->victims.push_back(Victim{.uid = p.pod.uid.str(), .priority = p.pod.priority,
                                          .known = &p});
-      ++taken[key];
     }
   }
   if (!proposal->victims.empty() && freed_enough()) return true;
@@ -833,7 +829,6 @@ bool GangPreempt::Review(const CycleContext& ctx, const core::NodeState& node,
                      .message = StrCat("berth: preemption would leave gang ", spared_gangs,
                                        " below its minMember"),
                      .detail = {}};
-  (void)names_;
   return false;
 }
 

@@ -57,6 +57,11 @@ struct GangView {
 GangView ViewGang(const core::ClusterState& state, std::string_view ns, std::string_view name,
                   const GangConfig& config);
 
+/// The nodes of the gang's placed members (bound, being bound or reserved), in member order,
+/// leaving out `skip`'s; a node holding several members appears once per member.
+std::vector<core::NodeSlot> PlacedNodes(const core::ClusterState& state, const GangView& gang,
+                                        const core::PodState* skip = nullptr);
+
 /// One member's planned node.
 struct GangPlacement {
   const core::PodState* member = nullptr;
@@ -182,15 +187,14 @@ class GangTopologyScore final : public ScorePolicyInterface {
 /// make room (elastic members go before anyone's minimum).
 class GangPreempt final : public PreemptPolicyInterface {
  public:
-  GangPreempt(std::shared_ptr<const GangPlanner> planner, const core::ResourceNames* names)
-      : planner_(std::move(planner)), names_(names) {}
+  explicit GangPreempt(std::shared_ptr<const GangPlanner> planner)
+      : planner_(std::move(planner)) {}
   std::string_view Name() const override { return "gang"; }
   bool Review(const CycleContext& ctx, const core::NodeState& node, NodeVictims* proposal,
               NodeVerdict* why) const override;
 
  private:
   std::shared_ptr<const GangPlanner> planner_;
-  const core::ResourceNames* names_;
 };
 
 }  // namespace berth::policy
