@@ -123,7 +123,7 @@ std::string PodNamespace(int i) { return StrCat("team-", Pad(i % 20, 2)); }
 std::string PodName(int i, int k) { return StrCat("train-", Pad(i, 5), "-worker-", k); }
 std::string PodUid(int i, int k) { return Uuid(static_cast<uint64_t>(i) + 17, static_cast<uint64_t>(k)); }
 const char* PodScheduler(int k) { return k % 2 == 0 ? "berth-scheduler" : "default-scheduler"; }
-std::string PodQueue(int i) { return StrCat("q-", i % 7); }
+std::string PodQueue(int i) { return StrCat("q-", i % kBenchQueues); }
 
 std::string Zone(const ClusterProfile& p, int i) {
   const int spine = i / p.nodes_per_leaf / p.leaves_per_spine;
@@ -452,10 +452,21 @@ void AppendPodEvents(const ClusterProfile& p, int begin, int end,
   }
 }
 
+void AppendQueueEvents(std::vector<core::ModelEvent>* out) {
+  for (int q = 0; q < kBenchQueues; ++q) {
+    core::Queue queue;
+    queue.name = PodQueue(q);
+    queue.weight = 1 + q % 3;
+    out->emplace_back(core::QueueUpsert{std::move(queue)});
+  }
+}
+
 size_t LoadModel(const ClusterProfile& p, core::ClusterModel* model) {
   constexpr int kBatchNodes = 1000;
-  size_t applied = 0;
   std::vector<core::ModelEvent> batch;
+  AppendQueueEvents(&batch);
+  model->Apply(batch);
+  size_t applied = batch.size();
   for (int b = 0; b < p.nodes; b += kBatchNodes) {
     batch.clear();
     AppendNodeEvents(p, b, std::min(p.nodes, b + kBatchNodes), &batch);
@@ -526,6 +537,7 @@ std::vector<core::Pod> GangClusterPods(const GangCluster& c, int i) {
 size_t LoadGangCluster(const GangCluster& c, core::ClusterModel* model) {
   const ClusterProfile p = c.Profile();
   std::vector<core::ModelEvent> events;
+  AppendQueueEvents(&events);
   AppendNodeEvents(p, 0, p.nodes, &events);
   size_t applied = events.size();
   model->Apply(events);
@@ -735,6 +747,13 @@ std::string ClusterListJson(const ClusterProfile& p) {
   w.Key("kind").String("List");
   w.Key("metadata").BeginObject().Key("resourceVersion").String("").EndObject();
   w.Key("items").BeginArray();
+  for (int q = 0; q < kBenchQueues; ++q) {
+    w.BeginObject();
+    w.Key("apiVersion").String("berth.io/v1alpha1").Key("kind").String("Queue");
+    w.Key("metadata").BeginObject().Key("name").String(PodQueue(q)).EndObject();
+    w.Key("spec").BeginObject().Key("weight").Int(1 + q % 3).EndObject();
+    w.EndObject();
+  }
   for (int i = 0; i < p.nodes; ++i) WriteNode(w, p, i, /*fat=*/false);
   for (int i = 0; i < p.nodes; ++i) {
     for (int k = 0; k < p.pods_per_node; ++k) WriteRunningPod(w, p, i, k);

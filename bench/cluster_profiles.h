@@ -152,6 +152,10 @@ std::string ArgsNamesJson(const ClusterProfile& p, const std::string& pod_json,
 std::string ArgsNodesJson(const ClusterProfile& p, const std::string& pod_json,
                           const std::vector<int>& candidates, bool fat);
 
+/// The Queue objects of the profiles (q-0 .. q-6, the queues their pods name): LoadModel and
+/// LoadGangCluster apply them, ClusterListJson lists them first.
+inline constexpr int kBenchQueues = 7;
+
 /// A Kubernetes `List` of every node (lean) and every running pod of the profile.
 std::string ClusterListJson(const ClusterProfile& p);
 

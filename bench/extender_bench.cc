@@ -60,6 +60,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/time/time.h"
 #include "bench/cluster_profiles.h"
+#include "bench/queue_bench.h"
 #include "bench/loadgen.h"
 #include "core/clock.h"
 #include "core/cluster_model.h"
@@ -129,6 +130,7 @@ struct Options {
   std::string dump_replies;  // directory: write each captured request and reply there
   bool gangs = true;          // the gang section (issue 5) in a full run
   bool gangs_only = false;    // --gangs: only the gang section
+  bool queues_only = false;   // --queues: only the queue section (issue 6)
   std::vector<int> gang_sizes = {8, 64, 512};
   bool gang_sizes_set = false;
   int gang_rounds = 0;  // admissions per gang size; 0: 40, 20, 10 for 8, 64, 512 members
@@ -163,6 +165,8 @@ std::optional<Options> ParseArgs(int argc, char** argv) {
       o.raw = false;
     } else if (arg == "--gangs") {
       o.gangs_only = true;
+    } else if (arg == "--queues") {
+      o.queues_only = true;
     } else if (arg == "--no-gangs") {
       o.gangs = false;
     } else if (ParseFlag(arg, "--gang-sizes", &v)) {
@@ -218,6 +222,7 @@ std::optional<Options> ParseArgs(int argc, char** argv) {
           "                   [--no-raw] [--no-http] [--model-nodes=15000] [--events=50000]\n"
           "                   [--dump-replies=DIR] [--probe=KIND] [--probe-calls=20000]\n"
           "                   [--gangs] [--no-gangs] [--gang-sizes=8,64,512] [--gang-rounds=N]\n"
+          "                   [--queues]\n"
           "                   [--gang-size=512]\n"
           "  probe kinds: noop filter prioritize noop-prioritize raw inproc-filter\n"
           "               inproc-prioritize inproc-reject inproc-filter-full inproc-prioritize-full\n"
@@ -1546,7 +1551,7 @@ ModelFigures RunModel(const Options& o) {
       t0 = NowNs();
       absl::StatusOr<size_t> loaded = service.LoadList(list, "bench-list.json");
       f.list_load_ms = (NowNs() - t0) / 1e6;
-      Expect(loaded.ok() && *loaded == static_cast<size_t>(p.nodes + p.PodCount()),
+      Expect(loaded.ok() && *loaded == static_cast<size_t>(p.nodes + p.PodCount() + kBenchQueues),
              StrCat("LoadList loads every object: ", loaded.ok() ? StrCat(*loaded) : loaded.status().ToString()));
       auto view = m.Read();
       Expect(view->node_count() == static_cast<size_t>(p.nodes) &&
@@ -2302,6 +2307,7 @@ int Main(int argc, char** argv) {
   if (!o) return 2;
   spdlog::set_level(spdlog::level::warn);
   if (o->probe.starts_with("inproc-gang")) return RunGangProbe(*o);
+  if (o->queues_only) return RunQueueBench(o->quick);
   if (!o->probe.empty()) return RunProbe(*o);
   PrintEnvironment(*o);
   if (o->gangs_only) {

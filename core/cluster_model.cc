@@ -538,6 +538,7 @@ absl::Status ClusterModel::ConfirmBindLocally(std::string_view uid) {
   Pod pod = pods_[pit->second].pod;
   pod.node_name = nodes_[lit->second.node].node.name;
   pod.phase = PodPhase::kRunning;
+  pod.started = clock_->Now();
   pod.nominated_node.clear();
   ApplyStats stats;
   UpsertPod(std::move(pod), &stats);

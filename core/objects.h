@@ -91,6 +91,9 @@ struct Pod {
   int32_t priority = 0;
   CompactString priority_class;
   absl::Time creation = absl::InfinitePast();
+  /// status.startTime: when the kubelet accepted the pod (standalone mode: when berth bound it).
+  /// InfinitePast while unknown. A pod's lifetime (berth.io/lifetime) runs from here.
+  absl::Time started = absl::InfinitePast();
   bool terminating = false;  // metadata.deletionTimestamp is set
   Labels labels;             // only the keys berth reads (see IsBerthKey)
   Labels annotations;        // only the keys berth reads

@@ -6,6 +6,7 @@
 #include <fstream>
 #include <set>
 #include <sstream>
+#include <tuple>
 
 #include "core/quantity.h"
 #include "core/strings.h"
@@ -81,21 +82,35 @@ absl::Status ParsePolicies(simdjson::dom::object obj, const JsonPath& path,
   return absl::OkStatus();
 }
 
-/// An optional number of seconds (integer or fraction) within [min, max].
-absl::Status OptionalSeconds(simdjson::dom::object obj, std::string_view key, const JsonPath& path,
-                             double min, double max, absl::Duration* out) {
+/// An optional number (integer or fraction) within [min, max].
+absl::Status OptionalNumber(simdjson::dom::object obj, std::string_view key, const JsonPath& path,
+                            double min, double max, double* out) {
   std::optional<simdjson::dom::element> el = OptionalField(obj, key);
   if (!el) return absl::OkStatus();
   double v;
   if (el->get_double().get(v) != simdjson::SUCCESS) {
     int64_t i;
-    if (el->get_int64().get(i) != simdjson::SUCCESS) return FieldError(path.Field(key), "expected a number of seconds");
+    if (el->get_int64().get(i) != simdjson::SUCCESS) return FieldError(path.Field(key), "expected a number");
     v = static_cast<double>(i);
   }
   if (!(v >= min && v <= max)) {
-    return FieldError(path.Field(key), StrCat("expected ", min, "..", max, " seconds"));
+    return FieldError(path.Field(key), StrCat("expected ", min, "..", max, ", got ", simdjson::minify(*el)));
   }
-  *out = absl::Seconds(v);
+  *out = v;
+  return absl::OkStatus();
+}
+
+/// An optional number of seconds (integer or fraction) within [min, max].
+absl::Status OptionalSeconds(simdjson::dom::object obj, std::string_view key, const JsonPath& path,
+                             double min, double max, absl::Duration* out) {
+  std::optional<simdjson::dom::element> el = OptionalField(obj, key);
+  if (!el) return absl::OkStatus();
+  double seconds = 0;
+  if (auto s = OptionalNumber(obj, key, path, min, max, &seconds); !s.ok()) {
+    return FieldError(path.Field(key), el->is_number() ? StrCat("expected ", min, "..", max, " seconds")
+                                                       : std::string("expected a number of seconds"));
+  }
+  *out = absl::Seconds(seconds);
   return absl::OkStatus();
 }
 
@@ -203,6 +218,38 @@ absl::Status ParseGangs(simdjson::dom::object obj, const JsonPath& path, policy:
   return absl::OkStatus();
 }
 
+/// The "queues" section (SPEC 6.4): usage weights, flow half-life, limits, aging.
+absl::Status ParseQueues(simdjson::dom::object obj, const JsonPath& path, policy::QueueConfig* q) {
+  if (auto s = CheckKnown(obj,
+                          {"gpuWeight", "memoryWeightPerGiB", "halfTimeSeconds",
+                           "nonPreemptibleLimitFactor", "excessBudget", "agingIntervalSeconds",
+                           "planReuseMilliseconds"},
+                          path);
+      !s.ok()) {
+    return s;
+  }
+  for (auto [key, max, out] : {std::tuple{"gpuWeight", 1e6, &q->gpu_weight},
+                               std::tuple{"memoryWeightPerGiB", 1e6, &q->memory_weight_per_gib},
+                               std::tuple{"nonPreemptibleLimitFactor", 1e3, &q->non_preemptible_limit_factor},
+                               std::tuple{"excessBudget", 1e15, &q->excess_budget}}) {
+    if (auto s = OptionalNumber(obj, key, path, 0, max, out); !s.ok()) return s;
+  }
+  if (auto s = OptionalSeconds(obj, "halfTimeSeconds", path, 1, 30 * 86400, &q->half_time); !s.ok()) {
+    return s;
+  }
+  // 0: no aging.
+  if (auto s = OptionalSeconds(obj, "agingIntervalSeconds", path, 0, 30 * 86400, &q->aging_interval);
+      !s.ok()) {
+    return s;
+  }
+  double reuse_ms = absl::ToDoubleMilliseconds(q->plan_reuse);
+  if (auto s = OptionalNumber(obj, "planReuseMilliseconds", path, 0, 10000, &reuse_ms); !s.ok()) {
+    return s;
+  }
+  q->plan_reuse = absl::Milliseconds(reuse_ms);
+  return absl::OkStatus();
+}
+
 /// An optional Kubernetes quantity: a string ("2", "500m", "8Gi") or a JSON number.
 absl::StatusOr<std::optional<core::Quantity>> OptionalQuantity(simdjson::dom::object obj,
                                                                std::string_view key,
@@ -280,7 +327,7 @@ absl::StatusOr<Config> ParseConfig(std::string_view json, std::string_view sourc
   if (auto s = CheckKnown(*obj,
                           {"schedulerName", "topologyLevels", "maxRequestBytes", "httpThreads",
                            "bindConfirmTimeoutSeconds", "policies", "binpack", "kubernetes", "gpu",
-                           "pools", "topology", "gangs"},
+                           "pools", "topology", "gangs", "queues"},
                           top);
       !s.ok()) {
     return fail(s);
@@ -384,6 +431,11 @@ absl::StatusOr<Config> ParseConfig(std::string_view json, std::string_view sourc
   if (!gangs.ok()) return fail(gangs.status());
   if (gangs->has_value()) {
     if (auto s = ParseGangs(**gangs, top.Field("gangs"), &c.policy.gangs); !s.ok()) return fail(s);
+  }
+  auto queues = OptionalObject(*obj, "queues", top);
+  if (!queues.ok()) return fail(queues.status());
+  if (queues->has_value()) {
+    if (auto s = ParseQueues(**queues, top.Field("queues"), &c.policy.queues); !s.ok()) return fail(s);
   }
   return c;
 }

@@ -623,6 +623,9 @@ absl::StatusOr<core::Pod> DecodePod(simdjson::dom::object obj, core::ResourceNam
     auto nominated = OptionalString(**status, "nominatedNodeName", stpath);
     if (!nominated.ok()) return nominated.status();
     if (nominated->has_value()) pod.nominated_node = std::string(**nominated);
+    absl::StatusOr<absl::Time> started = OptionalTime(**status, "startTime", stpath);
+    if (!started.ok()) return started.status();
+    pod.started = *started;
   }
   return pod;
 }
@@ -1187,6 +1190,7 @@ nlohmann::json EncodePod(const core::Pod& pod, const core::ResourceNames& names)
   j["spec"] = std::move(spec);
   j["status"] = {{"phase", core::PodPhaseName(pod.phase)}};
   if (!pod.nominated_node.empty()) j["status"]["nominatedNodeName"] = pod.nominated_node;
+  if (pod.started != absl::InfinitePast()) j["status"]["startTime"] = EncodeTime(pod.started);
   return j;
 }
 

@@ -190,10 +190,15 @@ int Serve() {
   Service service(options, &model, *std::move(pipeline), binder, &clock);
   // Reclaim evicts through the Eviction API in Kubernetes mode (standalone mode's default
   // evictor removes the pod from the model).
+  // Jobs admitted by their queue are nudged with a pod annotation patch, so kube-scheduler
+  // retries them at once.
   std::unique_ptr<kube::KubeEvictor> evictor;
+  std::unique_ptr<kube::KubeNudger> nudger;
   if (runtime) {
     evictor = std::make_unique<kube::KubeEvictor>(&runtime->writer());
     service.SetEvictor(evictor.get());
+    nudger = std::make_unique<kube::KubeNudger>(&runtime->writer(), &clock);
+    service.SetNudger(nudger.get());
   }
 
   if (!kubernetes) {
@@ -247,7 +252,12 @@ int Serve() {
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
       // Pool statistics of a model still being listed would be wrong: wait for the first lists.
       if (runtime && runtime->synced()) runtime->pool_status().Tick(absl::Now());
-      if (++ticks % 50 != 0) continue;
+      ++ticks;
+      if (ticks % 10 == 0 && (!runtime || runtime->synced())) {
+        const AdmissionTickStats t = service.AdmissionTick();
+        if (t.evicted > 0) spdlog::info("evicted {} pod(s) for fair share", t.evicted);
+      }
+      if (ticks % 50 != 0) continue;
       if (!runtime || runtime->synced()) {
         if (int n = service.Housekeeping(); n > 0) spdlog::info("started {} reclaim(s)", n);
       }

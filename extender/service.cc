@@ -163,8 +163,15 @@ Reply Service::Filter(std::string_view body) {
   const bool gang_member = managed && policy::GangOf(args->pod).has_value();
   // A gang is admitted whole before any member is filtered: room for every member it needs is
   // planned against one view and reserved at once.
+  // A job waiting in its queue is answered by the queue's admission module alone: no gang
+  // reservation, no reclaim on its behalf.
+  bool queued = false;
+  if (managed && pipeline_->fair_share() != nullptr) {
+    auto view = model_->Read();
+    queued = WaitsInQueue(*view, args->pod);
+  }
   std::optional<policy::NodeVerdict> gang_waiting;
-  if (gang_member) gang_waiting = PrepareGang(args->pod);
+  if (gang_member && !queued) gang_waiting = PrepareGang(args->pod);
   auto run = [&](bool reclaim_blocked = false) {
     auto view = model_->Read();
     const policy::CycleContext ctx{.state = *view,
@@ -184,7 +191,7 @@ Reply Service::Filter(std::string_view body) {
     // its room moved to a candidate near the rest of the gang.
     verdicts = run();
   }
-  if (none_fit(verdicts) && managed && !gang_member) {
+  if (none_fit(verdicts) && managed && !gang_member && !queued) {
     // Preempt first, then borrow: make room in the pod's home pool. In standalone mode the
     // victims are gone at once, so the pod may fit now.
     switch (MaybeReclaim(args->pod)) {
@@ -319,7 +326,8 @@ int Service::Housekeeping() {
           p.pod.terminating || core::IsTerminal(p.pod.phase) ||
           now - p.pod.creation < kReclaimPendingAfter ||
           view->FindBind(p.pod.uid.view()) != nullptr ||
-          view->FindReservation(p.pod.uid.view()) != nullptr) {
+          view->FindReservation(p.pod.uid.view()) != nullptr ||
+          (pipeline_->fair_share() != nullptr && WaitsInQueue(*view, p.pod))) {
         return;
       }
       pending.push_back(p.pod);

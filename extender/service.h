@@ -3,12 +3,14 @@
 #include <atomic>
 #include <memory>
 #include <optional>
+#include <set>
 #include <span>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "core/clock.h"
 #include "core/cluster_model.h"
@@ -69,6 +71,24 @@ class LocalEvictor final : public EvictorInterface {
   core::ClusterModel* model_;
 };
 
+/// Makes kube-scheduler try a waiting pod again at once (SPEC 6.4): an update of the pod moves
+/// it out of kube-scheduler's backoff and unschedulable lists, instead of waiting out its
+/// backoff (up to podMaxInUnschedulablePodsDuration, 5 minutes by default).
+class NudgerInterface {
+ public:
+  virtual ~NudgerInterface() = default;
+  /// Whether this process may write to pods (Kubernetes mode: only the elected leader does).
+  virtual absl::Status CanNudge() const { return absl::OkStatus(); }
+  /// Touches `pod` so that kube-scheduler retries it; `why` for logs ("admitted by queue a").
+  virtual absl::Status Nudge(const core::Pod& pod, std::string_view why) = 0;
+};
+
+/// What one admission tick did.
+struct AdmissionTickStats {
+  int nudged = 0;   ///< pods told to retry
+  int evicted = 0;  ///< pods evicted for fair share
+};
+
 struct ServiceOptions {
   Mode mode = Mode::kStandalone;
   /// Pods of this schedulerName are berth's own ("managed"); others only take capacity.
@@ -123,6 +143,9 @@ class Service {
   /// Per gang (SPEC 6.2): minMember, bound, reserved, pending, state, timeout, fulfillment,
   /// placement and its max hop count.
   Reply DebugGangs(bool text) const;
+  /// Per queue (SPEC 6.4): weight, fair share, flow, usage (preemptible or not), limit, budget;
+  /// the waiting jobs in admission order with their state, position and what holds them back.
+  Reply DebugQueues(bool text) const;
   Reply DebugSnapshot(bool text) const;
 
   /// Loads a Kubernetes List document into the model (the --cluster file, the demo cluster).
@@ -133,6 +156,14 @@ class Service {
   /// Where reclaim evictions go; standalone mode defaults to a LocalEvictor, Kubernetes mode
   /// reclaims nothing until one is set. Set before serving.
   void SetEvictor(EvictorInterface* evictor) { evictor_ = evictor; }
+  /// Where admission nudges go (Kubernetes mode: a pod annotation patch); none by default, as
+  /// standalone mode has no kube-scheduler backoff to cut short. Set before serving.
+  void SetNudger(NudgerInterface* nudger) { nudger_ = nudger; }
+
+  /// The admission tick (called every second): plans admissions anew, nudges the pods of jobs
+  /// that became admitted (and gang members whose room was just reserved), and evicts pods of
+  /// queues over their fair share whose lifetime has passed, for the job next to start.
+  AdmissionTickStats AdmissionTick();
 
   /// Housekeeping (called every few seconds): releases room held past its time, and starts
   /// reclaims for berth's pending pods that kube-scheduler has not brought to filter (a pod no
@@ -167,12 +198,24 @@ class Service {
   /// (evicting their bound members when configured).
   void GangHousekeeping(absl::Time now, const std::vector<std::string>& expired_gangs);
 
+  // Queues (service_queues.cc).
+  /// Whether the pod waits in its queue (its job is neither admitted nor next to start).
+  bool WaitsInQueue(const core::ClusterState& state, const core::Pod& pod) const;
+  /// Asks the next admission tick to nudge the pods of `requests` except `skip_uid`.
+  void QueueNudges(const std::vector<core::ReservationRequest>& requests, std::string_view skip_uid,
+                   std::string_view why);
+
   ServiceOptions options_;
   core::ClusterModel* model_;
   std::unique_ptr<policy::Pipeline> pipeline_;
   BinderInterface* binder_;
   std::unique_ptr<LocalEvictor> local_evictor_;
   EvictorInterface* evictor_ = nullptr;
+  NudgerInterface* nudger_ = nullptr;
+  /// Pods that passed admission at the last tick, and nudges asked for since.
+  absl::Mutex nudge_mu_;
+  std::set<std::string> admitted_at_last_tick_ ABSL_GUARDED_BY(nudge_mu_);
+  std::vector<std::pair<std::string, std::string>> pending_nudges_ ABSL_GUARDED_BY(nudge_mu_);
   const core::Clock* clock_;
   std::atomic<bool> ready_{false};
 };

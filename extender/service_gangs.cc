@@ -153,6 +153,8 @@ std::optional<policy::NodeVerdict> Service::PrepareGang(const core::Pod& pod) {
       spdlog::info("gang {}/{}: reservation refused: {}", ns, name, ToStd(held.message()));
       return std::nullopt;
     }
+    // Members other than this one may sit in kube-scheduler's backoff: have them tried again.
+    QueueNudges(requests, pod.uid.view(), "room reserved for its gang");
     if (admission) {
       model_->UpdateGangRecord(ns, name, [&](core::GangRecord& r) {
         r.admitted = now;

@@ -54,6 +54,27 @@ struct GangConfig {
                                               "berth.io/leaf"};
 };
 
+/// Settings of queues and fair share (SPEC 6.4, 6.5; module "queue").
+struct QueueConfig {
+  /// Resource usage of a pod = CPU cores + gpu_weight x GPUs + memory_weight_per_gib x GiB.
+  double gpu_weight = 8;
+  double memory_weight_per_gib = 0.25;
+  /// Flow forgets past usage with this half-life.
+  absl::Duration half_time = absl::Minutes(10);
+  /// How far a queue's non-preemptible usage may exceed its fair share, when the Queue does not
+  /// say (`spec.nonPreemptibleLimitFactor`).
+  double non_preemptible_limit_factor = 0.2;
+  /// Resource-minutes jobs with a lifetime may draw on above the fair share, when the Queue does
+  /// not say (`spec.excessBudget`).
+  double excess_budget = 0;
+  /// A waiting job rises one priority level per interval (never to production): aging, so a
+  /// low-priority job is admitted eventually (seed 000).
+  absl::Duration aging_interval = absl::Minutes(10);
+  /// A plan of admissions is reused this long by filters of pods it already covers, so that a
+  /// burst of filters does not recompute it for every bind in between.
+  absl::Duration plan_reuse = absl::Milliseconds(250);
+};
+
 /// Which policy modules run for each verb, with their settings. Names refer to the registry
 /// (BuildDefaultRegistry); order matters for filters (the first failing rule is reported).
 struct PolicyConfig {
@@ -66,7 +87,7 @@ struct PolicyConfig {
   std::vector<std::pair<std::string, int64_t>> scores = {
       {"binpack", 1}, {"gpu-affinity", 1}, {"gang-topology", 2}};
   std::vector<std::string> preempt = {"pools", "gang", "resource-fit"};
-  std::vector<std::string> admission = {"gpu-min-cpu", "gang"};
+  std::vector<std::string> admission = {"gpu-min-cpu", "queue", "gang"};
   std::vector<std::string> order;
   /// Modules that make room for a pod by evicting others (SPEC 6.1: pool reclaim).
   std::vector<std::string> reclaim = {"pools"};
@@ -74,6 +95,7 @@ struct PolicyConfig {
   GpuConfig gpu;
   PoolsConfig pools;
   GangConfig gangs;
+  QueueConfig queues;
 };
 
 }  // namespace berth::policy

@@ -20,14 +20,16 @@ Pipeline::Pipeline(std::vector<std::unique_ptr<AdmissionPolicyInterface>> admiss
                    std::vector<std::unique_ptr<PreemptPolicyInterface>> preempt,
                    std::vector<std::unique_ptr<OrderPolicyInterface>> order,
                    std::vector<std::unique_ptr<ReclaimPolicyInterface>> reclaim,
-                   std::shared_ptr<const GangPlanner> gangs)
+                   std::shared_ptr<const GangPlanner> gangs,
+                   std::shared_ptr<FairShare> fair_share)
     : admission_(std::move(admission)),
       filters_(std::move(filters)),
       scores_(std::move(scores)),
       preempt_(std::move(preempt)),
       order_(std::move(order)),
       reclaim_(std::move(reclaim)),
-      gangs_(std::move(gangs)) {
+      gangs_(std::move(gangs)),
+      fair_share_(std::move(fair_share)) {
   for (const WeightedScore& s : scores_) total_weight_ += s.weight;
 }
 

@@ -10,6 +10,7 @@
 
 #include "policy/gang/gang.h"
 #include "policy/policy.h"
+#include "policy/queue/queue.h"
 
 namespace berth::policy {
 
@@ -32,7 +33,8 @@ class Pipeline {
            std::vector<std::unique_ptr<PreemptPolicyInterface>> preempt,
            std::vector<std::unique_ptr<OrderPolicyInterface>> order,
            std::vector<std::unique_ptr<ReclaimPolicyInterface>> reclaim = {},
-           std::shared_ptr<const GangPlanner> gangs = nullptr);
+           std::shared_ptr<const GangPlanner> gangs = nullptr,
+           std::shared_ptr<FairShare> fair_share = nullptr);
 
   /// The pod-level gate. kFit when every admission module agrees.
   NodeVerdict Admit(const CycleContext& ctx) const;
@@ -66,6 +68,8 @@ class Pipeline {
 
   /// The gang planner the gang modules share (nullptr when the pipeline was built without one).
   const GangPlanner* gangs() const { return gangs_.get(); }
+  /// The fair-share book of the "queue" admission module (nullptr when it is not enabled).
+  FairShare* fair_share() const { return fair_share_.get(); }
   /// Whether a pod may go on a node by every filter in planning mode (resources aside): what
   /// gang plans ask of each node.
   EligibleFn Eligibility(const core::ClusterState& state, absl::Time now) const;
@@ -82,6 +86,7 @@ class Pipeline {
   std::vector<std::unique_ptr<OrderPolicyInterface>> order_;
   std::vector<std::unique_ptr<ReclaimPolicyInterface>> reclaim_;
   std::shared_ptr<const GangPlanner> gangs_;
+  std::shared_ptr<FairShare> fair_share_;
 };
 
 /// The verdict for a node berth has never heard of.

@@ -1,5 +1,6 @@
 #include "policy/registry.h"
 
+#include <algorithm>
 #include <set>
 
 #include "core/strings.h"
@@ -7,6 +8,7 @@
 #include "policy/binpack/binpack.h"
 #include "policy/fit/resource_fit.h"
 #include "policy/gang/gang.h"
+#include "policy/queue/queue.h"
 #include "policy/gpu/gpu.h"
 #include "policy/pools/pools.h"
 
@@ -87,8 +89,12 @@ absl::StatusOr<std::unique_ptr<Pipeline>> Registry::Build(const PolicyConfig& co
   const BuildContext ctx{.config = config,
                          .resources = resources,
                          .gangs = std::make_shared<const GangPlanner>(config.gangs,
-                                                                      config.scheduler_name)};
+                                                                      config.scheduler_name),
+                         .fair_share = std::make_shared<FairShare>(config.queues,
+                                                                   config.scheduler_name)};
   auto admission = BuildAll(admission_, "admission", config.admission, ctx);
+  const bool uses_queue =
+      std::find(config.admission.begin(), config.admission.end(), "queue") != config.admission.end();
   if (!admission.ok()) return admission.status();
   auto filters = BuildAll(filters_, "filter", config.filters, ctx);
   if (!filters.ok()) return filters.status();
@@ -114,7 +120,8 @@ absl::StatusOr<std::unique_ptr<Pipeline>> Registry::Build(const PolicyConfig& co
   if (!reclaim.ok()) return reclaim.status();
   return std::make_unique<Pipeline>(*std::move(admission), *std::move(filters),
                                     std::move(weighted), *std::move(preempt), *std::move(order),
-                                    *std::move(reclaim), ctx.gangs);
+                                    *std::move(reclaim), ctx.gangs,
+                                    uses_queue ? ctx.fair_share : nullptr);
 }
 
 Registry BuildDefaultRegistry() {
@@ -165,6 +172,10 @@ Registry BuildDefaultRegistry() {
   (void)r.RegisterAdmission("gang", [](const BuildContext& ctx)
                                 -> absl::StatusOr<std::unique_ptr<AdmissionPolicyInterface>> {
     return std::make_unique<GangAdmission>(ctx.gangs);
+  });
+  (void)r.RegisterAdmission("queue", [](const BuildContext& ctx)
+                                -> absl::StatusOr<std::unique_ptr<AdmissionPolicyInterface>> {
+    return std::make_unique<QueueAdmission>(ctx.fair_share);
   });
   (void)r.RegisterFilter("gang", [](const BuildContext&)
                              -> absl::StatusOr<std::unique_ptr<FilterPolicyInterface>> {

@@ -21,6 +21,8 @@ struct BuildContext {
   core::ResourceNames& resources;
   /// The gang planner every gang module of one pipeline shares.
   std::shared_ptr<const GangPlanner> gangs;
+  /// The fair-share book of the "queue" module.
+  std::shared_ptr<FairShare> fair_share;
 };
 
 template <class T>

@@ -26,6 +26,11 @@ std::string_view ReasonCode(Reason reason) {
     case Reason::kGangReservedElsewhere: return "GangReservedElsewhere";
     case Reason::kGangElasticWaiting: return "GangElasticWaiting";
     case Reason::kGangMinimum: return "GangMinimum";
+    case Reason::kQueueUnknown: return "QueueUnknown";
+    case Reason::kQueueWaiting: return "QueueWaiting";
+    case Reason::kQueueBackfill: return "QueueBackfill";
+    case Reason::kQueueLimit: return "QueueLimit";
+    case Reason::kQueueBudget: return "QueueBudget";
   }
   return "Unknown";
 }

@@ -39,6 +39,12 @@ enum class Reason : uint8_t {
   kGangReservedElsewhere, ///< the member's room is reserved on another node
   kGangElasticWaiting,    ///< an elastic member waits (fulfillment order, freeze window)
   kGangMinimum,           ///< a preemption that would leave a gang below its minimum
+  // Queues and fair share (SPEC 6.4, 6.5).
+  kQueueUnknown,          ///< the pod names a queue that does not exist
+  kQueueWaiting,          ///< the job waits its turn: no room for it behind the jobs before it
+  kQueueBackfill,         ///< it fits only in room kept for the job next to start
+  kQueueLimit,            ///< non-preemptible usage would exceed the queue's limit
+  kQueueBudget,           ///< its lifetime would overdraw the queue's excess budget
 };
 
 std::string_view ReasonCode(Reason reason);

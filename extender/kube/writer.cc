@@ -183,4 +183,11 @@ absl::Status KubeEvictor::Evict(const core::Pod& victim, const core::Pod& for_po
   return absl::OkStatus();
 }
 
+absl::Status KubeNudger::Nudge(const core::Pod& pod, std::string_view why) {
+  (void)why;
+  return writer_->PatchPodAnnotations(
+      pod.ns, pod.name,
+      {{"berth.io/admitted", absl::FormatTime(absl::RFC3339_sec, clock_->Now(), absl::UTCTimeZone())}});
+}
+
 }  // namespace berth::extender::kube

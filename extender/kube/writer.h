@@ -9,6 +9,7 @@
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
+#include "core/clock.h"
 #include "core/objects.h"
 #include "extender/kube/client.h"
 #include "extender/kube/leader.h"
@@ -107,6 +108,20 @@ class KubeEvictor final : public EvictorInterface {
 
  private:
   KubeWriter* writer_;
+};
+
+/// Kubernetes mode's nudger (SPEC 6.4): sets the pod annotation `berth.io/admitted` to the
+/// time of its admission (leader only). The update makes kube-scheduler move the pod out of
+/// its backoff and unschedulable lists and try it again at once.
+class KubeNudger final : public NudgerInterface {
+ public:
+  KubeNudger(KubeWriter* writer, const core::Clock* clock) : writer_(writer), clock_(clock) {}
+  absl::Status CanNudge() const override { return writer_->CheckLeader(); }
+  absl::Status Nudge(const core::Pod& pod, std::string_view why) override;
+
+ private:
+  KubeWriter* writer_;
+  const core::Clock* clock_;
 };
 
 }  // namespace berth::extender::kube

@@ -28,7 +28,7 @@ TEST_CASE("gangs config: defaults, values and 0 for no freezing window", "[confi
   CHECK(c->policy.gangs.schedule_timeout == absl::Seconds(60));
   CHECK(c->policy.gangs.freeze_window == absl::Seconds(60));
   CHECK_FALSE(c->policy.gangs.release_incomplete);
-  CHECK(c->policy.admission == std::vector<std::string>{"gpu-min-cpu", "gang"});
+  CHECK(c->policy.admission == std::vector<std::string>{"gpu-min-cpu", "queue", "gang"});
   CHECK(c->policy.gangs.topology_levels ==
         std::vector<std::string>{"topology.kubernetes.io/zone", "berth.io/spine", "berth.io/leaf"});
 

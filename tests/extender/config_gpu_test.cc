@@ -39,7 +39,7 @@ TEST_CASE("gpu config: defaults when the section or a field is absent", "[config
   CHECK(d.min_cpu_per_gpu_milli == 1000);
   CHECK(d.min_cpu_action == GpuConfig::MinCpuAction::kWarn);
   // The GPU modules are in the default module lists.
-  CHECK(none->policy.admission == std::vector<std::string>{"gpu-min-cpu", "gang"});
+  CHECK(none->policy.admission == std::vector<std::string>{"gpu-min-cpu", "queue", "gang"});
 
   const GpuConfig empty = Parse("{}");
   CHECK(empty.reserved_cpu_per_gpu_milli == 2000);

@@ -317,7 +317,11 @@ TEST_CASE("fixtures: each request alone - on a fresh service - gets a protocol-c
 
 TEST_CASE("fixtures: replayed in capture order on one service - as kube-scheduler sent them",
           "[fixtures]") {
-  Harness h(CaptureConfig());
+  // Without the queue module: the capture's later requests follow from kube-scheduler's own
+  // order (gpu-large-only took the GPU high-3gpu waited for), which berth's queue would change.
+  policy::PolicyConfig config = CaptureConfig();
+  config.admission = {"gpu-min-cpu", "gang"};
+  Harness h(config);
   std::set<std::string> filtered_uids;  // pods berth has seen in a filter
   // Hand-derived from README.md's scenario: each pod's GPUs against the nodes' 4/4/2 GPUs.
   const std::map<std::string, std::vector<std::string>> want_pass = {

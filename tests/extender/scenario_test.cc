@@ -72,13 +72,14 @@ TEST_CASE("pods of other schedulers count as used capacity, pending and finished
                                .Phase("Running").Obj(),
                            MakePod("waiting").Cpu("7").Obj(),
                            MakePod("done").Cpu("7").Node("n1").Phase("Failed").Obj()},
+               // (small is asked first: a pod that waits for room keeps it from later ones.)
                .steps = {FreeStep{.node = "n1", .resource = "cpu", .free = "2"},
-                         FilterStep{.pod = MakePod("batch").Cpu("3"),
-                                    .nodes = {"n1"},
-                                    .expect = {{"n1", Expect::kFailed, "insufficient cpu"}}},
                          FilterStep{.pod = MakePod("small").Cpu("1500m"),
                                     .nodes = {"n1"},
-                                    .expect = {{"n1", Expect::kFit, ""}}}}});
+                                    .expect = {{"n1", Expect::kFit, ""}}},
+                         FilterStep{.pod = MakePod("batch").Cpu("3"),
+                                    .nodes = {"n1"},
+                                    .expect = {{"n1", Expect::kFailed, "insufficient cpu"}}}}});
 }
 
 TEST_CASE("init containers, sidecars and overhead are part of the request") {

@@ -202,7 +202,8 @@ TEST_CASE("service: after Bind the next filter sees the room held before any con
   KubeBerth k;
   const MakePod a = MakePod("a").Cpu("2").Gpu(2);
   const MakePod b = MakePod("b").Cpu("1").Gpu(3);
-  const MakePod c = MakePod("c").Cpu("1").Gpu(2);
+  // c is older than b: it goes first in their queue, so b (next to start) keeps no room from it.
+  const MakePod c = MakePod("c").Cpu("1").Gpu(2).Created("2025-12-31T00:00:00Z");
   k.Load({MakeNode("gpu-a").Cpu("16").Memory("64Gi").Gpu(4).Obj(), a.Obj(), b.Obj(), c.Obj()});
 
   CHECK(k.Filter(ArgsNames(a.Obj(), {"gpu-a"}))["NodeNames"] == Json::array({"gpu-a"}));
@@ -560,7 +561,7 @@ TEST_CASE("service: the embedded demo cluster loads with pools of GPU and CPU no
   CHECK(*loaded == items.size());
 
   std::set<std::string> pools;
-  int gpu_nodes = 0, nodes = 0, running = 0, podgroups = 0;
+  int gpu_nodes = 0, nodes = 0, running = 0, podgroups = 0, queues = 0;
   std::set<std::string> used_nodes;
   for (const Json& item : items) {
     if (item["kind"] == "Node") {
@@ -576,6 +577,8 @@ TEST_CASE("service: the embedded demo cluster loads with pools of GPU and CPU no
       }
     } else if (item["kind"] == "PodGroup") {
       ++podgroups;
+    } else if (item["kind"] == "Queue") {
+      ++queues;
     } else {
       REQUIRE(item["kind"] == "Pod");
       if (item["status"]["phase"] == "Running" && item["spec"].contains("nodeName")) {
@@ -589,6 +592,7 @@ TEST_CASE("service: the embedded demo cluster loads with pools of GPU and CPU no
   CHECK(gpu_nodes >= 2);
   CHECK(running >= 3);
   CHECK(podgroups >= 1);  // the running gang has its PodGroup
+  CHECK(queues >= 3);     // every queue its pods name exists
   // Running pods take room on their nodes.
   for (const std::string& node : used_nodes) {
     INFO("node " << node);

@@ -219,7 +219,7 @@ TEST_CASE("BuildDefaultRegistry has resource-fit and binpack", "[registry]") {
   absl::StatusOr<std::unique_ptr<Pipeline>> p = r.Build(PolicyConfig{}, names);
   REQUIRE(p.ok());
   CHECK((*p)->Describe() ==
-        std::vector<std::string>{"admission:gpu-min-cpu", "admission:gang", "filter:gang",
+        std::vector<std::string>{"admission:gpu-min-cpu", "admission:queue", "admission:gang", "filter:gang",
                                  "filter:resource-fit", "filter:pools", "filter:gpu-reserve",
                                  "score:binpack*1", "score:gpu-affinity*1",
                                  "score:gang-topology*2", "preempt:pools", "preempt:gang",

@@ -51,6 +51,15 @@ MakePod::MakePod(std::string name) {
         {"status", {{"phase", "Pending"}}}};
 }
 
+MakePod& MakePod::Created(std::string rfc3339) {
+  j_["metadata"]["creationTimestamp"] = std::move(rfc3339);
+  return *this;
+}
+MakePod& MakePod::Started(std::string rfc3339) {
+  j_["status"]["startTime"] = std::move(rfc3339);
+  return *this;
+}
+
 MakePod& MakePod::Namespace(std::string ns) {
   j_["metadata"]["namespace"] = std::move(ns);
   return *this;

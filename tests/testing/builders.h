@@ -59,6 +59,9 @@ class MakePod {
   MakePod& Priority(int32_t p);
   MakePod& Label(const std::string& key, std::string value);
   MakePod& Annotation(const std::string& key, std::string value);
+  /// metadata.creationTimestamp and status.startTime, RFC 3339 ("2026-01-01T00:00:00Z").
+  MakePod& Created(std::string rfc3339);
+  MakePod& Started(std::string rfc3339);
   Json Obj() const { return j_; }
   std::string Name() const { return j_["metadata"]["name"]; }
   std::string Ns() const { return j_["metadata"]["namespace"]; }

@@ -1,0 +1,193 @@
+// The queue side of the Service (SPEC 6.4, 6.5): the admission tick (nudges, fair-share
+// evictions) and /debug/queues.
+#include <algorithm>
+
+#include "absl/strings/str_format.h"
+#include "core/strings.h"
+#include "extender/service.h"
+#include "extender/text_table.h"
+#include "nlohmann/json.hpp"
+#include "policy/queue/queue.h"
+#include "spdlog/spdlog.h"
+
+namespace berth::extender {
+namespace {
+
+std::string Percent(double part, double whole) {
+  return whole > 0 ? absl::StrFormat("%.1f%%", 100.0 * part / whole) : std::string("-");
+}
+
+}  // namespace
+
+bool Service::WaitsInQueue(const core::ClusterState& state, const core::Pod& pod) const {
+  policy::FairShare* book = pipeline_->fair_share();
+  if (book == nullptr || pod.scheduler_name != options_.scheduler_name) return false;
+  std::shared_ptr<const policy::AdmissionPlan> plan =
+      book->PlanFor(state, clock_->Now(), pod.uid.view());
+  const policy::PlannedJob* job = plan->JobOf(pod.uid.view());
+  return job != nullptr && !policy::PassesAdmission(job->state);
+}
+
+void Service::QueueNudges(const std::vector<core::ReservationRequest>& requests,
+                          std::string_view skip_uid, std::string_view why) {
+  if (nudger_ == nullptr) return;
+  absl::MutexLock lock(&nudge_mu_);
+  for (const core::ReservationRequest& r : requests) {
+    if (r.uid != skip_uid) pending_nudges_.emplace_back(r.uid, std::string(why));
+  }
+}
+
+AdmissionTickStats Service::AdmissionTick() {
+  AdmissionTickStats stats;
+  policy::FairShare* book = pipeline_->fair_share();
+  std::vector<std::pair<core::Pod, std::string>> nudges;
+  std::vector<policy::FairShareVictim> victims;
+  core::Pod head;
+  {
+    auto view = model_->Read();
+    std::set<std::string> admitted;
+    absl::MutexLock lock(&nudge_mu_);
+    if (book != nullptr) {
+      std::shared_ptr<const policy::AdmissionPlan> plan = book->Replan(*view, clock_->Now());
+      for (const policy::PlannedJob& job : plan->jobs) {
+        if (!policy::PassesAdmission(job.state)) continue;
+        for (const std::string& uid : job.pods) {
+          admitted.insert(uid);
+          if (admitted_at_last_tick_.contains(uid)) continue;
+          if (const core::PodState* p = view->FindPod(uid)) {
+            nudges.emplace_back(p->pod, StrCat("admitted by queue ", job.queue));
+          }
+        }
+      }
+      victims = plan->victims;
+      if (plan->head && !plan->jobs[*plan->head].pods.empty()) {
+        if (const core::PodState* p = view->FindPod(plan->jobs[*plan->head].pods.front())) {
+          head = p->pod;
+        }
+      }
+    }
+    admitted_at_last_tick_ = std::move(admitted);
+    for (auto& [uid, why] : pending_nudges_) {
+      const core::PodState* p = view->FindPod(uid);
+      if (p != nullptr && p->pod.node_name.empty()) nudges.emplace_back(p->pod, std::move(why));
+    }
+    pending_nudges_.clear();
+  }
+  if (nudger_ != nullptr && !nudges.empty() && nudger_->CanNudge().ok()) {
+    for (const auto& [pod, why] : nudges) {
+      if (absl::Status s = nudger_->Nudge(pod, why); !s.ok()) {
+        spdlog::warn("nudging pod {} ({}) failed: {}", pod.Key(), why, ToStd(s.message()));
+        continue;
+      }
+      ++stats.nudged;
+      spdlog::debug("nudged pod {}: {}", pod.Key(), why);
+    }
+  }
+  if (evictor_ != nullptr && !victims.empty() && evictor_->CanEvict().ok()) {
+    for (const policy::FairShareVictim& v : victims) {
+      if (absl::Status s = evictor_->Evict(v.pod, head, v.why); !s.ok()) {
+        spdlog::warn("fair-share eviction of {} failed: {}", v.pod.Key(), ToStd(s.message()));
+        continue;
+      }
+      ++stats.evicted;
+      spdlog::info("evicted {} of queue {}: {}", v.pod.Key(), v.queue, v.why);
+    }
+  }
+  return stats;
+}
+
+Reply Service::DebugQueues(bool text) const {
+  policy::FairShare* book = pipeline_->fair_share();
+  if (book == nullptr) {
+    return ErrorReply(404, "queues are not enabled: admission module \"queue\" is not configured");
+  }
+  std::shared_ptr<const policy::AdmissionPlan> plan;
+  {
+    auto view = model_->Read();
+    plan = book->PlanFor(*view, clock_->Now());
+  }
+  const double cap = plan->capacity;
+  if (text) {
+    TextTable q({"QUEUE", "WEIGHT", "FAIR-SHARE", "FLOW", "USAGE", "NON-PREEMPTIBLE", "LIMIT",
+                 "BUDGET-LEFT", "RUNNING", "WAITING", "ADMITTED"});
+    for (const policy::QueueFigures& f : plan->queues) {
+      if (!f.exists && !f.has_pods) continue;
+      q.AddRow({f.exists ? f.name : StrCat(f.name, " (unknown)"), absl::StrFormat("%g", f.weight),
+                absl::StrFormat("%.1f%%", 100 * f.fair_share), Percent(f.flow, cap),
+                Percent(f.usage, cap), Percent(f.usage_nonpreemptible, cap),
+                Percent((1 + f.limit_factor) * f.fair_share * cap, cap),
+                absl::StrFormat("%.0f", std::max(f.budget - f.budget_used, 0.0)),
+                StrCat(f.running_pods), StrCat(f.waiting_jobs), StrCat(f.admitted_jobs)});
+    }
+    TextTable j({"ORDER", "JOB", "QUEUE", "POSITION", "STATE", "PRIORITY", "PODS", "USAGE", "WHY"});
+    for (const policy::PlannedJob& job : plan->jobs) {
+      j.AddRow({StrCat(job.order + 1), job.key, job.queue,
+                job.position > 0 ? StrCat(job.position) : std::string("-"),
+                std::string(policy::JobStateName(job.state)),
+                StrCat(policy::LevelName(job.effective), job.effective != job.level ? " (aged)" : ""),
+                StrCat(job.pods.size()), absl::StrFormat("%.1f", job.usage),
+                job.why.empty() ? std::string("-") : job.why});
+    }
+    return TextReply(absl::StrFormat("capacity %.1f (usage units: cpu + %g x gpu + %g x memory GiB)\n\n",
+                                     cap, book->config().gpu_weight,
+                                     book->config().memory_weight_per_gib) +
+                     q.Render() + "\n" + j.Render());
+  }
+  nlohmann::json queues = nlohmann::json::array();
+  for (const policy::QueueFigures& f : plan->queues) {
+    if (!f.exists && !f.has_pods) continue;
+    queues.push_back({{"name", f.name},
+                      {"exists", f.exists},
+                      {"weight", f.weight},
+                      {"fairShare", f.fair_share},
+                      {"flow", f.flow},
+                      {"flowShare", cap > 0 ? f.flow / cap : 0.0},
+                      {"usage", f.usage},
+                      {"share", cap > 0 ? f.usage / cap : 0.0},
+                      {"usagePreemptible", f.usage_preemptible},
+                      {"usageNonPreemptible", f.usage_nonpreemptible},
+                      {"nonPreemptibleLimitFactor", f.limit_factor},
+                      {"nonPreemptibleLimit", (1 + f.limit_factor) * f.fair_share * cap},
+                      {"excessBudget", f.budget},
+                      {"excessBudgetUsed", f.budget_used},
+                      {"runningPods", f.running_pods},
+                      {"waitingJobs", f.waiting_jobs},
+                      {"admittedJobs", f.admitted_jobs}});
+  }
+  nlohmann::json jobs = nlohmann::json::array();
+  for (const policy::PlannedJob& job : plan->jobs) {
+    nlohmann::json j = {{"order", job.order + 1},
+                        {"job", job.key},
+                        {"gang", job.gang},
+                        {"queue", job.queue},
+                        {"state", policy::JobStateName(job.state)},
+                        {"position", job.position},
+                        {"pods", job.pods.size()},
+                        {"startPods", job.start_pods},
+                        {"priority", job.priority},
+                        {"level", policy::LevelName(job.level)},
+                        {"effectiveLevel", policy::LevelName(job.effective)},
+                        {"usage", job.usage},
+                        {"request", job.request.DebugString(model_->resources())},
+                        {"why", job.why}};
+    if (job.lifetime) j["lifetime"] = absl::FormatDuration(*job.lifetime);
+    if (job.charge > 0) j["budgetCharge"] = job.charge;
+    jobs.push_back(std::move(j));
+  }
+  nlohmann::json victims = nlohmann::json::array();
+  for (const policy::FairShareVictim& v : plan->victims) {
+    victims.push_back({{"pod", v.pod.Key()}, {"queue", v.queue}, {"why", v.why}});
+  }
+  nlohmann::json out = {{"capacity", cap},
+                        {"usageWeights",
+                         {{"gpu", book->config().gpu_weight},
+                          {"memoryGiB", book->config().memory_weight_per_gib}}},
+                        {"halfTimeSeconds", absl::ToDoubleSeconds(book->config().half_time)},
+                        {"queues", std::move(queues)},
+                        {"jobs", std::move(jobs)},
+                        {"fairShareVictims", std::move(victims)}};
+  if (plan->head) out["next"] = plan->jobs[*plan->head].key;
+  return JsonReply(200, out);
+}
+
+}  // namespace berth::extender
