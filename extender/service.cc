@@ -129,12 +129,27 @@ Service::Service(ServiceOptions options, core::ClusterModel* model,
   }
 }
 
+void Service::StampCreation(std::vector<core::ModelEvent>* events) const {
+  const absl::Time now = clock_->Now();
+  auto view = model_->Read();
+  for (core::ModelEvent& e : *events) {
+    auto* up = std::get_if<core::PodUpsert>(&e);
+    if (up == nullptr || up->pod.creation != absl::InfinitePast()) continue;
+    const core::PodState* known = view->FindPod(up->pod.uid.view());
+    up->pod.creation = known != nullptr ? known->pod.creation : now;
+  }
+}
+
 void Service::Learn(const core::Pod& pod, std::vector<core::Node> nodes) {
   if (options_.mode != Mode::kStandalone) return;
   std::vector<core::ModelEvent> events;
   {
     auto view = model_->Read();
-    if (view->FindPod(pod.uid) == nullptr) events.emplace_back(core::PodUpsert{pod});
+    if (view->FindPod(pod.uid) == nullptr) {
+      core::Pod learned = pod;
+      if (learned.creation == absl::InfinitePast()) learned.creation = clock_->Now();
+      events.emplace_back(core::PodUpsert{std::move(learned)});
+    }
     for (core::Node& n : nodes) {
       if (view->FindNode(n.name) == nullptr) events.emplace_back(core::NodeUpsert{std::move(n)});
     }
@@ -478,6 +493,7 @@ Reply Service::Events(std::string_view body) {
   absl::StatusOr<std::vector<core::ModelEvent>> events =
       DecodeWatchEvents(parsed.root(), model_->resources());
   if (!events.ok()) return ErrorReply(400, ToStd(events.status().message()));
+  StampCreation(&*events);
   core::ApplyStats stats = model_->Apply(*events);
   uint64_t generation;
   {

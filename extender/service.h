@@ -178,6 +178,9 @@ class Service {
  private:
   /// Standalone mode learns the pod (and full nodes) a verb carries if the model lacks them.
   void Learn(const core::Pod& pod, std::vector<core::Node> nodes);
+  /// Standalone mode is the API server: a pod posted without metadata.creationTimestamp gets
+  /// the time it arrived (or keeps the one it had), as the API server stamps it on create.
+  void StampCreation(std::vector<core::ModelEvent>* events) const;
   std::vector<std::string> TopologyPath(const core::Node& node) const;
   /// What MaybeReclaim did.
   enum class Reclaim { kNone, kHeld, kBlocked };

@@ -24,8 +24,7 @@ bool Service::WaitsInQueue(const core::ClusterState& state, const core::Pod& pod
   if (book == nullptr || pod.scheduler_name != options_.scheduler_name) return false;
   std::shared_ptr<const policy::AdmissionPlan> plan =
       book->PlanFor(state, clock_->Now(), pod.uid.view());
-  const policy::PlannedJob* job = plan->JobOf(pod.uid.view());
-  return job != nullptr && !policy::PassesAdmission(job->state);
+  return !policy::AdmissionVerdict(*plan, state, pod).ok();
 }
 
 void Service::QueueNudges(const std::vector<core::ReservationRequest>& requests,

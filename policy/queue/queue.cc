@@ -1,6 +1,7 @@
 #include "policy/queue/queue.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <limits>
 #include <utility>
@@ -316,21 +317,49 @@ FairShare::FairShare(QueueConfig config, std::string scheduler_name)
 std::shared_ptr<const AdmissionPlan> FairShare::PlanFor(const core::ClusterState& state,
                                                         absl::Time now, std::string_view uid) {
   absl::MutexLock lock(&mu_);
-  if (last_ != nullptr && last_->time <= now) {
-    if (last_->generation == state.generation() && now - last_->time < config_.plan_reuse) {
-      return last_;
-    }
-    if (!uid.empty() && now - last_->time < config_.plan_reuse && last_->Covers(uid)) return last_;
+  // A plan reads every pod of the model: up to this many it costs about a millisecond and is
+  // made again for any pod it does not cover; above, a pod that arrived after the last plan
+  // waits for the next one (at most `plan_reuse` away). By size, not by measured time, so that
+  // the same cluster is always treated the same way.
+  constexpr size_t kCheapPlanPods = 10000;
+  if (last_ != nullptr && last_->time <= now && now - last_->time < config_.plan_reuse &&
+      (last_->generation == state.generation() || (!uid.empty() && last_->Covers(uid)) ||
+       state.pod_count() > kCheapPlanPods)) {
+    return last_;
   }
-  last_ = Make(state, now);
-  return last_;
+  return MakeTimed(state, now);
 }
 
 std::shared_ptr<const AdmissionPlan> FairShare::Replan(const core::ClusterState& state,
                                                        absl::Time now) {
   absl::MutexLock lock(&mu_);
+  return MakeTimed(state, now);
+}
+
+std::shared_ptr<const AdmissionPlan> FairShare::MakeTimed(const core::ClusterState& state,
+                                                          absl::Time now) {
+  const auto start = std::chrono::steady_clock::now();
   last_ = Make(state, now);
+  last_cost_ = absl::FromChrono(std::chrono::steady_clock::now() - start);
   return last_;
+}
+
+NodeVerdict AdmissionVerdict(const AdmissionPlan& plan, const core::ClusterState& state,
+                             const core::Pod& pod) {
+  if (const PlannedJob* job = plan.JobOf(pod.uid.view())) return plan.VerdictFor(*job);
+  if (plan.Covers(pod.uid.view())) return NodeVerdict::Ok();
+  const core::PodState* p = state.FindPod(pod.uid.view());
+  if (p == nullptr || !p->pod.node_name.empty() || p->pod.terminating ||
+      core::IsTerminal(p->pod.phase) || p->counted_on != core::kNoNode ||
+      state.FindBind(pod.uid.view()) != nullptr || state.FindReservation(pod.uid.view()) != nullptr) {
+    return NodeVerdict::Ok();
+  }
+  NodeVerdict v;
+  v.fit = Fit::kUnresolvable;
+  v.reason = Reason::kQueueWaiting;
+  v.message = StrCat("berth: queue ", QueueNameOf(p->pod),
+                     ": arrived after the last admission plan; the next one places it");
+  return v;
 }
 
 std::shared_ptr<const AdmissionPlan> FairShare::Make(const core::ClusterState& state,
@@ -475,7 +504,7 @@ std::shared_ptr<const AdmissionPlan> FairShare::Make(const core::ClusterState& s
     j.level = LevelOf(j.priority);
     j.effective = j.level;
     if (j.level < PriorityLevel::kNormal && config_.aging_interval > absl::ZeroDuration() &&
-        now > j.created) {
+        j.created != absl::InfinitePast() && now > j.created) {
       absl::Duration rest;
       const int64_t steps = absl::IDivDuration(now - j.created, config_.aging_interval, &rest);
       j.effective = static_cast<PriorityLevel>(
@@ -733,8 +762,7 @@ std::shared_ptr<const AdmissionPlan> FairShare::Make(const core::ClusterState& s
 NodeVerdict QueueAdmission::Admit(const CycleContext& ctx) const {
   if (ctx.planning || ctx.pod.scheduler_name != book_->scheduler_name()) return NodeVerdict::Ok();
   std::shared_ptr<const AdmissionPlan> plan = book_->PlanFor(ctx.state, ctx.now, ctx.pod.uid.view());
-  const PlannedJob* job = plan->JobOf(ctx.pod.uid.view());
-  return job == nullptr ? NodeVerdict::Ok() : plan->VerdictFor(*job);
+  return AdmissionVerdict(*plan, ctx.state, ctx.pod);
 }
 
 }  // namespace berth::policy

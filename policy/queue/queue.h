@@ -163,14 +163,22 @@ class AdmissionPlan {
   absl::flat_hash_set<std::string, StringHash, StringEq> seen_;
 };
 
+/// The queue's verdict for `pod` in `plan`: kFit when it may go on to the node filters (its
+/// job passes, or the pod is not a waiting pod of berth's model); otherwise why it waits. A
+/// waiting pod the plan does not cover yet (it arrived after the plan was made, and the plan
+/// was too costly to make again at once) waits for the next plan.
+NodeVerdict AdmissionVerdict(const AdmissionPlan& plan, const core::ClusterState& state,
+                             const core::Pod& pod);
+
 /// The fair-share book (SPEC 6.4): remembers each queue's flow and the budget charged to live
 /// jobs, and makes admission plans. Thread-safe; one per pipeline.
 class FairShare {
  public:
   FairShare(QueueConfig config, std::string scheduler_name);
 
-  /// A plan for `state` at `now`: the last one when it was made from this very state, or when
-  /// it is younger than `plan_reuse` and already covers pod `uid`; else a new one.
+  /// A plan for `state` at `now`: the last one when it is younger than `plan_reuse` and was
+  /// made from this very state, or covers pod `uid`, or the model holds over 10,000 pods (then
+  /// a burst of new pods costs one plan per `plan_reuse`, not one each); else a new one.
   std::shared_ptr<const AdmissionPlan> PlanFor(const core::ClusterState& state, absl::Time now,
                                                std::string_view uid = {});
   /// A new plan, whatever the last one was.
@@ -182,6 +190,9 @@ class FairShare {
 
  private:
   std::shared_ptr<const AdmissionPlan> Make(const core::ClusterState& state, absl::Time now)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  /// Make, remembering the plan and what it cost.
+  std::shared_ptr<const AdmissionPlan> MakeTimed(const core::ClusterState& state, absl::Time now)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const QueueConfig config_;
@@ -200,6 +211,8 @@ class FairShare {
   };
   std::map<std::string, Charge, std::less<>> charges_ ABSL_GUARDED_BY(mu_);
   std::shared_ptr<const AdmissionPlan> last_ ABSL_GUARDED_BY(mu_);
+  /// Wall time the last plan took to make.
+  absl::Duration last_cost_ ABSL_GUARDED_BY(mu_);
 };
 
 /// Admission module "queue": a managed pod that waits in a queue is unresolvable everywhere

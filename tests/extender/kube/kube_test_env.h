@@ -66,6 +66,8 @@ class KubeBerth {
         *std::move(pipeline), &runtime_->binder(), &clock_);
     evictor_ = std::make_unique<extender::kube::KubeEvictor>(&runtime_->writer());
     service_->SetEvictor(evictor_.get());
+    nudger_ = std::make_unique<extender::kube::KubeNudger>(&runtime_->writer(), &clock_);
+    service_->SetNudger(nudger_.get());
   }
   ~KubeBerth() { Stop(); }
 
@@ -115,6 +117,7 @@ class KubeBerth {
   std::unique_ptr<extender::kube::KubernetesRuntime> runtime_;
   std::unique_ptr<extender::Service> service_;
   std::unique_ptr<extender::kube::KubeEvictor> evictor_;
+  std::unique_ptr<extender::kube::KubeNudger> nudger_;
 };
 
 }  // namespace berth::testing

@@ -1,0 +1,83 @@
+// The fair-share book below the wire: when an admission plan is reused, and what a pod that
+// arrived after the last plan is told in a large cluster (plans there are rate-limited).
+
+#include <catch2/catch.hpp>
+
+#include "core/clock.h"
+#include "core/cluster_model.h"
+#include "policy/queue/queue.h"
+#include "tests/testing/core_builders.h"
+
+namespace berth::policy {
+namespace {
+
+using testing::CoreNode;
+using testing::CorePod;
+using testing::kGi;
+
+core::Pod Managed(core::Pod p) {
+  p.scheduler_name = "berth-scheduler";
+  return p;
+}
+
+// `nodes` nodes of 8 CPUs, each running `per_node` pods of another scheduler (1 CPU each).
+void Fill(core::ClusterModel& model, int nodes, int per_node) {
+  std::vector<core::ModelEvent> events;
+  for (int n = 0; n < nodes; ++n) {
+    const std::string name = "n" + std::to_string(n);
+    events.emplace_back(core::NodeUpsert{CoreNode(name, 8000, 32 * kGi)});
+    for (int k = 0; k < per_node; ++k) {
+      events.emplace_back(core::PodUpsert{CorePod(name + "-" + std::to_string(k), name, 100, kGi)});
+    }
+  }
+  model.Apply(events);
+}
+
+TEST_CASE("fair share: a small cluster plans anew for any pod the plan does not cover", "[queue]") {
+  core::FakeClock clock;
+  core::ClusterModel model(&clock);
+  Fill(model, 4, 2);
+  FairShare book(QueueConfig{}, "berth-scheduler");
+  model.Apply(core::PodUpsert{Managed(CorePod("a", "", 1000, kGi))});
+  auto first = book.PlanFor(*model.Read(), clock.Now(), "a");
+  REQUIRE(first->JobOf("a") != nullptr);
+  // The same state, the same plan; a new pod at the same instant: a new plan.
+  CHECK(book.PlanFor(*model.Read(), clock.Now(), "a") == first);
+  model.Apply(core::PodUpsert{Managed(CorePod("b", "", 1000, kGi))});
+  auto second = book.PlanFor(*model.Read(), clock.Now(), "b");
+  CHECK(second != first);
+  CHECK(second->JobOf("b") != nullptr);
+  CHECK(AdmissionVerdict(*second, *model.Read(), Managed(CorePod("b", "", 1000, kGi))).ok());
+}
+
+TEST_CASE("fair share: in a large cluster a pod that just arrived waits for the next plan", "[queue]") {
+  core::FakeClock clock;
+  core::ClusterModel model(&clock);
+  Fill(model, 1001, 10);  // 10,010 pods: plans are rate-limited
+  QueueConfig config;
+  config.plan_reuse = absl::Milliseconds(250);
+  FairShare book(config, "berth-scheduler");
+  model.Apply(core::PodUpsert{Managed(CorePod("a", "", 1000, kGi))});
+  auto first = book.PlanFor(*model.Read(), clock.Now(), "a");
+  REQUIRE(first->JobOf("a") != nullptr);
+
+  const core::Pod late = Managed(CorePod("late", "", 1000, kGi));
+  model.Apply(core::PodUpsert{late});
+  clock.Advance(absl::Milliseconds(100));
+  auto reused = book.PlanFor(*model.Read(), clock.Now(), "late");
+  CHECK(reused == first);
+  const NodeVerdict v = AdmissionVerdict(*reused, *model.Read(), late);
+  CHECK(v.fit == Fit::kUnresolvable);
+  CHECK(v.reason == Reason::kQueueWaiting);
+  CHECK(v.message == "berth: queue default: arrived after the last admission plan; the next one places it");
+  // A pod berth's model does not hold (a watch behind the scheduler) is not held back.
+  CHECK(AdmissionVerdict(*reused, *model.Read(), Managed(CorePod("unknown", "", 1000, kGi))).ok());
+
+  clock.Advance(absl::Milliseconds(200));
+  auto next = book.PlanFor(*model.Read(), clock.Now(), "late");
+  CHECK(next != first);
+  CHECK(AdmissionVerdict(*next, *model.Read(), late).ok());
+}
+
+}  // namespace
+}  // namespace berth::policy
