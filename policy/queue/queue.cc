@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 #include <limits>
+#include <queue>
 #include <utility>
 
 #include "absl/strings/str_format.h"
@@ -126,10 +127,24 @@ NodeVerdict AdmissionPlan::VerdictFor(const PlannedJob& job) const {
 
 namespace {
 
-bool Fits(const core::ResourceVector& req, const core::ResourceVector& room) {
+/// The resources a request asks for, as a bit set (ids above 63 share the last bit).
+uint64_t Mask(const core::ResourceVector& req) {
+  uint64_t m = 0;
+  for (size_t i = 0; i < req.size(); ++i) {
+    if (req.Get(static_cast<core::ResourceId>(i)) > 0) m |= uint64_t{1} << std::min<size_t>(i, 63);
+  }
+  return m;
+}
+
+/// Whether `req` fits in `free` less `kept` (when given), without building the difference.
+bool FitsIn(const core::ResourceVector& req, const core::ResourceVector& free,
+            const core::ResourceVector* kept) {
   for (size_t i = 0; i < req.size(); ++i) {
     const auto id = static_cast<core::ResourceId>(i);
-    if (req.Get(id) > 0 && req.Get(id) > room.Get(id)) return false;
+    const int64_t want = req.Get(id);
+    if (want <= 0) continue;
+    const int64_t room = kept == nullptr ? free.Get(id) : free.Get(id) - kept->Get(id);
+    if (want > room) return false;
   }
   return true;
 }
@@ -157,18 +172,19 @@ class Sim {
     });
   }
 
-  /// Whether every pod of `start` finds a node; `respect_kept`: outside the room kept for the
-  /// head. With `commit` the room is taken.
-  bool Place(const std::vector<const core::PodState*>& start, bool respect_kept, bool commit) {
-    if (nodes_.empty() || start.empty()) return start.empty();
+  /// A node for every pod of `start` (first fit from a rotating cursor), or nullopt;
+  /// `respect_kept`: outside the room kept for the head. Nothing is taken (see Take).
+  std::optional<std::vector<size_t>> Find(const std::vector<const core::PodState*>& start,
+                                          bool respect_kept) {
+    if (start.empty()) return std::vector<size_t>{};
+    if (nodes_.empty()) return std::nullopt;
     core::ResourceVector sum;
     for (const core::PodState* p : start) sum.Add(p->pod.request);
-    core::ResourceVector avail = total_free_;
-    if (respect_kept) avail.Sub(total_kept_);
-    if (!Fits(sum, avail)) return false;
-    std::vector<std::pair<size_t, const core::ResourceVector*>> taken;
+    if (!FitsIn(sum, total_free_, respect_kept ? &total_kept_ : nullptr)) return std::nullopt;
+    std::vector<size_t> found;
+    found.reserve(start.size());
     auto undo = [&] {
-      for (auto& [i, r] : taken) nodes_[i].free.Add(*r);
+      for (size_t k = 0; k < found.size(); ++k) nodes_[found[k]].free.Add(start[k]->pod.request);
     };
     std::vector<core::ResourceVector>& memo = failed_[respect_kept ? 1 : 0];
     for (const core::PodState* p : start) {
@@ -177,44 +193,59 @@ class Sim {
       if (plain && std::any_of(memo.begin(), memo.end(), [&](const core::ResourceVector& f) {
             return Dominates(req, f);
           })) {
-        return false;
+        return std::nullopt;
       }
-      std::optional<size_t> found;
-      for (size_t k = 0; k < nodes_.size() && !found; ++k) {
-        const size_t i = (cursor_ + k) % nodes_.size();
-        SimNode& n = nodes_[i];
-        core::ResourceVector room = n.free;
-        if (respect_kept) room.Sub(n.kept);
-        if (!Fits(req, room)) continue;
+      // One cursor per set of resources asked for, so that GPU pods do not walk past every
+      // CPU node after a CPU pod moved the cursor there (and the other way round).
+      size_t& cursor = cursors_[Mask(req)];
+      std::optional<size_t> at;
+      for (size_t k = 0; k < nodes_.size() && !at; ++k) {
+        const size_t i = (cursor + k) % nodes_.size();
+        const SimNode& n = nodes_[i];
+        if (!FitsIn(req, n.free, respect_kept ? &n.kept : nullptr)) continue;
         if (p->pod.placement != nullptr && !core::PlacementAllows(p->pod, n.node->node)) continue;
-        found = i;
+        at = i;
       }
-      if (!found) {
+      if (!at) {
         if (plain && memo.size() < 32) memo.push_back(req);
         undo();
-        return false;
+        return std::nullopt;
       }
-      nodes_[*found].free.Sub(req);
-      taken.emplace_back(*found, &req);
-      cursor_ = *found;
+      nodes_[*at].free.Sub(req);  // members of one job must not share the same room
+      found.push_back(*at);
+      cursor = *at;
     }
-    if (!commit) {
-      undo();
-    } else {
-      total_free_.Sub(sum);
+    undo();
+    return found;
+  }
+
+  /// Takes the room Find found for `start`.
+  void Take(const std::vector<const core::PodState*>& start, const std::vector<size_t>& at) {
+    for (size_t k = 0; k < at.size(); ++k) {
+      nodes_[at[k]].free.Sub(start[k]->pod.request);
+      total_free_.Sub(start[k]->pod.request);
     }
-    return true;
   }
 
   /// Whether every pod of `start` could go on some node were it empty (its allocatable, its
   /// placement constraints): a job that could not never gets room kept for it.
-  bool Possible(const std::vector<const core::PodState*>& start) const {
+  bool Possible(const std::vector<const core::PodState*>& start) {
     for (const core::PodState* p : start) {
       if (!p->pod.unknown_requests.empty()) return false;
+      const bool plain = p->pod.placement == nullptr;
+      if (plain) {
+        auto known = std::find_if(possible_.begin(), possible_.end(),
+                                  [&](const auto& e) { return e.first == p->pod.request; });
+        if (known != possible_.end()) {
+          if (!known->second) return false;
+          continue;
+        }
+      }
       const bool some = std::any_of(nodes_.begin(), nodes_.end(), [&](const SimNode& n) {
-        return Fits(p->pod.request, n.node->node.allocatable) &&
-               (p->pod.placement == nullptr || core::PlacementAllows(p->pod, n.node->node));
+        return FitsIn(p->pod.request, n.node->node.allocatable, nullptr) &&
+               (plain || core::PlacementAllows(p->pod, n.node->node));
       });
+      if (plain && possible_.size() < 64) possible_.emplace_back(p->pod.request, some);
       if (!some) return false;
     }
     return true;
@@ -285,7 +316,9 @@ class Sim {
   absl::flat_hash_map<core::NodeSlot, size_t> index_of_slot_;
   core::ResourceVector total_free_;
   core::ResourceVector total_kept_;
-  size_t cursor_ = 0;
+  absl::flat_hash_map<uint64_t, size_t> cursors_;
+  /// Whether a request without placement constraints fits some node's allocatable.
+  std::vector<std::pair<core::ResourceVector, bool>> possible_;
   /// Requests of single pods without placement constraints that found no node (free room
   /// only shrinks while a plan admits, so whatever asks at least as much fails too).
   std::vector<core::ResourceVector> failed_[2];
@@ -370,10 +403,10 @@ std::shared_ptr<const AdmissionPlan> FairShare::Make(const core::ClusterState& s
 
   // Queues: every Queue object, plus `default`; queues named by pods but missing are unknown.
   std::vector<QueueFigures>& queues = plan->queues;
+  absl::flat_hash_map<std::string, size_t, StringHash, StringEq> index_of_queue;
   auto queue_index = [&](std::string_view name) -> size_t {
-    for (size_t i = 0; i < queues.size(); ++i) {
-      if (queues[i].name == name) return i;
-    }
+    if (auto it = index_of_queue.find(name); it != index_of_queue.end()) return it->second;
+    index_of_queue.emplace(std::string(name), queues.size());
     QueueFigures f;
     f.name = std::string(name);
     f.limit_factor = config_.non_preemptible_limit_factor;
@@ -399,7 +432,8 @@ std::shared_ptr<const AdmissionPlan> FairShare::Make(const core::ClusterState& s
   std::vector<Draft> drafts;
   std::vector<Candidate> candidates;
   std::vector<const core::PodState*> leaving;
-  absl::flat_hash_set<std::string, StringHash, StringEq> live_jobs;  // keys of jobs with running pods
+  // Keys of jobs with running pods (only needed while some job is charged to a budget).
+  absl::flat_hash_set<std::string, StringHash, StringEq> live_jobs;
   std::map<std::pair<std::string, std::string>, bool> gangs_seen;
   state.ForEachPod([&](core::PodSlot, const core::PodState& p) {
     const core::Pod& pod = p.pod;
@@ -439,7 +473,7 @@ std::shared_ptr<const AdmissionPlan> FairShare::Make(const core::ClusterState& s
     absl::StatusOr<std::optional<absl::Duration>> lifetime = LifetimeOf(pod);
     const bool preemptible = lifetime.ok() && lifetime->has_value();
     (preemptible ? q.usage_preemptible : q.usage_nonpreemptible) += u;
-    live_jobs.insert(gang ? StrCat(gang->first, "/", gang->second) : pod.Key());
+    if (!charges_.empty()) live_jobs.insert(gang ? StrCat(gang->first, "/", gang->second) : pod.Key());
     if (!holds) return;
     if (pod.terminating) {
       leaving.push_back(&p);
@@ -585,21 +619,19 @@ std::shared_ptr<const AdmissionPlan> FairShare::Make(const core::ClusterState& s
   std::vector<size_t> order;
   order.reserve(drafts.size());
   const Draft* head = nullptr;
-  while (true) {
-    std::optional<size_t> pick;
-    double best = 0;
-    for (size_t qi = 0; qi < queues.size(); ++qi) {
-      if (next[qi] >= per_queue[qi].size()) continue;
-      const double after = (flow[qi] + drafts[per_queue[qi][next[qi]]].job.usage) / queues[qi].weight;
-      if (!pick || after < best) {
-        pick = qi;
-        best = after;
-      }
+  // A min-heap of (flow after the queue's head job, per weight; queue index): only the queue
+  // that was picked changes, so each pick costs log(queues).
+  using Entry = std::pair<double, size_t>;
+  std::priority_queue<Entry, std::vector<Entry>, std::greater<>> heap;
+  auto push = [&](size_t qi) {
+    if (next[qi] < per_queue[qi].size()) {
+      heap.emplace((flow[qi] + drafts[per_queue[qi][next[qi]]].job.usage) / queues[qi].weight, qi);
     }
-    if (!pick) break;
-    const size_t qi = *pick;
+  };
+  for (size_t qi = 0; qi < queues.size(); ++qi) push(qi);
+  // Decides one job of queue `qi` (the queue's flow and usage change when it is admitted).
+  auto decide = [&](size_t qi, Draft& d) {
     QueueFigures& q = queues[qi];
-    Draft& d = drafts[per_queue[qi][next[qi]++]];
     PlannedJob& j = d.job;
     j.order = static_cast<int>(order.size());
     order.push_back(static_cast<size_t>(&d - drafts.data()));
@@ -608,7 +640,8 @@ std::shared_ptr<const AdmissionPlan> FairShare::Make(const core::ClusterState& s
     // lifetime draw resource-minutes from the excess budget while the queue is over its share.
     // They bind when a job could start: a job without room waits for room first (its queue's
     // usage when room comes is not known now), and is checked again then.
-    const bool fits = sim.Place(d.start, /*respect_kept=*/true, /*commit=*/false);
+    const std::optional<std::vector<size_t>> room = sim.Find(d.start, /*respect_kept=*/true);
+    const bool fits = room.has_value();
     double charge = 0;
     if (!fits) {
       // Room decides.
@@ -635,10 +668,10 @@ std::shared_ptr<const AdmissionPlan> FairShare::Make(const core::ClusterState& s
     }
     if (j.state == JobState::kOverLimit || j.state == JobState::kOverBudget) {
       j.position = ++q.waiting_jobs;
-      continue;
+      return;
     }
     if (fits) {
-      sim.Place(d.start, /*respect_kept=*/true, /*commit=*/true);
+      sim.Take(d.start, *room);
       j.state = JobState::kAdmitted;
       ++q.admitted_jobs;
       flow[qi] += j.usage;
@@ -651,14 +684,14 @@ std::shared_ptr<const AdmissionPlan> FairShare::Make(const core::ClusterState& s
       } else if (auto c = charges.find(j.key); c != charges.end()) {
         j.charge = c->second.amount;
       }
-      continue;
+      return;
     }
     if (!sim.Possible(d.start)) {
       // No node could ever take it: the node filters say why (exceeds allocatable, resource
       // not offered, placement); it holds no room and no place in line.
       j.state = JobState::kUnplaceable;
       j.why = StrCat("no node could ever take ", Needs(state, j));
-      continue;
+      return;
     }
     j.position = ++q.waiting_jobs;
     if (head == nullptr) {
@@ -670,7 +703,7 @@ std::shared_ptr<const AdmissionPlan> FairShare::Make(const core::ClusterState& s
       j.state = JobState::kMayPreempt;
       j.why = StrCat("no room for ", Needs(state, j), "; of higher priority than ", head->job.key,
                      ", next to start");
-    } else if (sim.Place(d.start, /*respect_kept=*/false, /*commit=*/false)) {
+    } else if (sim.Find(d.start, /*respect_kept=*/false)) {
       j.state = JobState::kBackfill;
       j.why = StrCat("it fits only in room kept for ", head->job.key, " (queue ", head->job.queue,
                      "), next to start; starting it would delay that job");
@@ -679,6 +712,12 @@ std::shared_ptr<const AdmissionPlan> FairShare::Make(const core::ClusterState& s
       j.why = StrCat("no room for ", Needs(state, j), " now; next to start is ", head->job.key,
                      " (queue ", head->job.queue, ")");
     }
+    };
+  while (!heap.empty()) {
+    const size_t qi = heap.top().second;
+    heap.pop();
+    decide(qi, drafts[per_queue[qi][next[qi]++]]);
+    push(qi);
   }
   // Charges of waiting jobs that this plan did not admit are returned.
   for (auto it = charges.begin(); it != charges.end();) {
@@ -700,7 +739,7 @@ std::shared_ptr<const AdmissionPlan> FairShare::Make(const core::ClusterState& s
     if (queues[hq].planned_usage < head_share) {
       Sim room(state);
       for (const core::PodState* p : leaving) room.Release(p->counted_on, p->pod.request);
-      if (!room.Place(head->start, false, false)) {
+      if (!room.Find(head->start, false)) {
         std::vector<double> over(queues.size());
         for (size_t i = 0; i < queues.size(); ++i) {
           over[i] = queues[i].planned_usage - queues[i].fair_share * capacity;
@@ -719,7 +758,7 @@ std::shared_ptr<const AdmissionPlan> FairShare::Make(const core::ClusterState& s
           chosen.push_back(&c);
           over[c.queue] -= c.usage;
           room.Release(c.pod->counted_on, c.pod->pod.request);
-          if (room.Place(head->start, false, false)) {
+          if (room.Find(head->start, false)) {
             fits = true;
             break;
           }
