@@ -49,9 +49,7 @@ std::string_view LabelOr(const core::Labels& labels, std::string_view key, std::
 
 // The pod's home pool, queue and gang as SPEC 4 names them.
 std::string PoolOf(const core::Pod& pod) { return std::string(policy::HomePoolName(pod)); }
-std::string QueueOf(const core::Pod& pod) {
-  return std::string(LabelOr(pod.labels, "berth.io/queue", "default"));
-}
+std::string QueueOf(const core::Pod& pod) { return std::string(policy::QueueNameOf(pod)); }
 std::string GangOf(const core::Pod& pod) { return std::string(core::GangNameOf(pod)); }
 
 std::string FormatPair(const core::ResourceNames& names, core::ResourceId id, int64_t free,

@@ -44,10 +44,12 @@ AdmissionTickStats Service::AdmissionTick() {
   core::Pod head;
   {
     auto view = model_->Read();
+    // The plan first: filters that ask for nudges (gang reservations) do not wait for it.
+    std::shared_ptr<const policy::AdmissionPlan> plan =
+        book != nullptr ? book->Replan(*view, clock_->Now()) : nullptr;
     std::set<std::string> admitted;
     absl::MutexLock lock(&nudge_mu_);
-    if (book != nullptr) {
-      std::shared_ptr<const policy::AdmissionPlan> plan = book->Replan(*view, clock_->Now());
+    if (plan != nullptr) {
       for (const policy::PlannedJob& job : plan->jobs) {
         if (!policy::PassesAdmission(job.state)) continue;
         for (const std::string& uid : job.pods) {

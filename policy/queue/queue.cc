@@ -11,11 +11,12 @@
 #include "core/placement.h"
 #include "core/strings.h"
 #include "policy/gang/gang.h"
+#include "policy/pools/pools.h"
 
 namespace berth::policy {
 
 PriorityLevel LevelOf(int32_t priority) {
-  if (priority >= 10000) return PriorityLevel::kProduction;
+  if (priority >= kProductionPriority) return PriorityLevel::kProduction;
   if (priority >= 1000) return PriorityLevel::kNormal;
   if (priority >= 100) return PriorityLevel::kOffline;
   return PriorityLevel::kExperiment;

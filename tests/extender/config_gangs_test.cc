@@ -7,20 +7,14 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "extender/config.h"
+#include "tests/testing/config_errors.h"
+#include "tests/testing/verbs.h"
 
 namespace berth::extender {
 namespace {
 
-std::string Error(const std::string& text) {
-  const absl::StatusOr<Config> c = ParseConfig(text, "c.json");
-  INFO(text);
-  REQUIRE_FALSE(c.ok());
-  return std::string(c.status().message());
-}
-
-bool Has(const std::string& haystack, const std::string& needle) {
-  return haystack.find(needle) != std::string::npos;
-}
+using testing::ConfigError;
+using testing::Contains;
 
 TEST_CASE("gangs config: defaults, values and 0 for no freezing window", "[config][gang]") {
   absl::StatusOr<Config> c = ParseConfig("{}", "c.json");
@@ -48,17 +42,17 @@ TEST_CASE("topology config: topology.levels, the older topologyLevels, not both"
   c = ParseConfig(R"({"topologyLevels": ["zone"]})", "c.json");
   REQUIRE(c.ok());
   CHECK(c->policy.gangs.topology_levels == std::vector<std::string>{"zone"});
-  CHECK(Has(Error(R"({"topology": {"levels": ["a"]}, "topologyLevels": ["b"]})"), "not both"));
-  CHECK(Has(Error(R"({"topology": {"level": ["a"]}})"), "topology.level"));
-  CHECK(Has(Error(R"({"topology": {"levels": [""]}})"), "topology.levels"));
+  CHECK(Contains(ConfigError(R"({"topology": {"levels": ["a"]}, "topologyLevels": ["b"]})"), "not both"));
+  CHECK(Contains(ConfigError(R"({"topology": {"level": ["a"]}})"), "topology.level"));
+  CHECK(Contains(ConfigError(R"({"topology": {"levels": [""]}})"), "topology.levels"));
 }
 
 TEST_CASE("gangs config: errors name the file and the field", "[config][gang]") {
-  CHECK(Has(Error(R"({"gangs": {"timeout": 3}})"), "gangs.timeout"));
-  CHECK(Has(Error(R"({"gangs": {"scheduleTimeoutSeconds": 0}})"), "gangs.scheduleTimeoutSeconds"));
-  CHECK(Has(Error(R"({"gangs": {"freezeWindowSeconds": -5}})"), "gangs.freezeWindowSeconds"));
-  CHECK(Has(Error(R"({"gangs": {"releaseIncomplete": "yes"}})"), "gangs.releaseIncomplete"));
-  CHECK(Has(Error(R"({"gangs": 1})"), "c.json"));
+  CHECK(Contains(ConfigError(R"({"gangs": {"timeout": 3}})"), "gangs.timeout"));
+  CHECK(Contains(ConfigError(R"({"gangs": {"scheduleTimeoutSeconds": 0}})"), "gangs.scheduleTimeoutSeconds"));
+  CHECK(Contains(ConfigError(R"({"gangs": {"freezeWindowSeconds": -5}})"), "gangs.freezeWindowSeconds"));
+  CHECK(Contains(ConfigError(R"({"gangs": {"releaseIncomplete": "yes"}})"), "gangs.releaseIncomplete"));
+  CHECK(Contains(ConfigError(R"({"gangs": 1})"), "c.json"));
 }
 
 }  // namespace

@@ -6,20 +6,14 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "extender/config.h"
+#include "tests/testing/config_errors.h"
+#include "tests/testing/verbs.h"
 
 namespace berth::extender {
 namespace {
 
-std::string Error(const std::string& text) {
-  const absl::StatusOr<Config> c = ParseConfig(text, "c.json");
-  INFO(text);
-  REQUIRE_FALSE(c.ok());
-  return std::string(c.status().message());
-}
-
-bool Has(const std::string& haystack, const std::string& needle) {
-  return haystack.find(needle) != std::string::npos;
-}
+using testing::ConfigError;
+using testing::Contains;
 
 TEST_CASE("queues config: defaults and values", "[config][queue]") {
   absl::StatusOr<Config> c = ParseConfig("{}", "c.json");
@@ -49,14 +43,14 @@ TEST_CASE("queues config: defaults and values", "[config][queue]") {
 }
 
 TEST_CASE("queues config: errors name the file and the field", "[config][queue]") {
-  CHECK(Has(Error(R"({"queues": {"halfTime": 3}})"), "queues.halfTime"));
-  CHECK(Has(Error(R"({"queues": {"gpuWeight": -1}})"), "queues.gpuWeight"));
-  CHECK(Has(Error(R"({"queues": {"gpuWeight": "8"}})"), "expected a number"));
-  CHECK(Has(Error(R"({"queues": {"halfTimeSeconds": 0}})"), "queues.halfTimeSeconds"));
-  CHECK(Has(Error(R"({"queues": {"halfTimeSeconds": "10m"}})"), "expected a number of seconds"));
-  CHECK(Has(Error(R"({"queues": {"excessBudget": -5}})"), "queues.excessBudget"));
-  CHECK(Has(Error(R"({"queues": {"planReuseMilliseconds": 60000}})"), "queues.planReuseMilliseconds"));
-  CHECK(Has(Error(R"({"queues": 3})"), "queues"));
+  CHECK(Contains(ConfigError(R"({"queues": {"halfTime": 3}})"), "queues.halfTime"));
+  CHECK(Contains(ConfigError(R"({"queues": {"gpuWeight": -1}})"), "queues.gpuWeight"));
+  CHECK(Contains(ConfigError(R"({"queues": {"gpuWeight": "8"}})"), "expected a number"));
+  CHECK(Contains(ConfigError(R"({"queues": {"halfTimeSeconds": 0}})"), "queues.halfTimeSeconds"));
+  CHECK(Contains(ConfigError(R"({"queues": {"halfTimeSeconds": "10m"}})"), "expected a number of seconds"));
+  CHECK(Contains(ConfigError(R"({"queues": {"excessBudget": -5}})"), "queues.excessBudget"));
+  CHECK(Contains(ConfigError(R"({"queues": {"planReuseMilliseconds": 60000}})"), "queues.planReuseMilliseconds"));
+  CHECK(Contains(ConfigError(R"({"queues": 3})"), "queues"));
 }
 
 }  // namespace
