@@ -127,7 +127,7 @@ Reply Service::DebugQueues(bool text) const {
                 std::string(policy::JobStateName(job.state)),
                 StrCat(policy::LevelName(job.effective), job.effective != job.level ? " (aged)" : ""),
                 StrCat(job.pods.size()), absl::StrFormat("%.1f", job.usage),
-                job.why.empty() ? std::string("-") : job.why});
+                !job.why.empty() ? job.why : (!job.warning.empty() ? job.warning : std::string("-"))});
     }
     return TextReply(absl::StrFormat("capacity %.1f (usage units: cpu + %g x gpu + %g x memory GiB)\n\n",
                                      cap, book->config().gpu_weight,
@@ -173,6 +173,7 @@ Reply Service::DebugQueues(bool text) const {
                         {"why", job.why}};
     if (job.lifetime) j["lifetime"] = absl::FormatDuration(*job.lifetime);
     if (job.charge > 0) j["budgetCharge"] = job.charge;
+    if (!job.warning.empty()) j["warning"] = job.warning;
     jobs.push_back(std::move(j));
   }
   nlohmann::json victims = nlohmann::json::array();

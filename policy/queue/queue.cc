@@ -526,6 +526,10 @@ std::shared_ptr<const AdmissionPlan> FairShare::Make(const core::ClusterState& s
       j.priority = std::max(j.priority, p->pod.priority);
       j.created = std::min(j.created, p->pod.creation);
       absl::StatusOr<std::optional<absl::Duration>> lt = LifetimeOf(p->pod);
+      if (!lt.ok() && j.warning.empty()) {
+        j.warning = StrCat("pod ", p->pod.Key(), ": ", lt.status().message(),
+                           "; it counts as no lifetime (never preempted for fair share)");
+      }
       // The strictest lifetime of its pods: none if any pod has none (or an unreadable one).
       if (p == d.start.front()) {
         j.lifetime = lt.ok() ? *lt : std::nullopt;

@@ -103,6 +103,9 @@ struct PlannedJob {
   std::string why;
   /// The budget (resource-minutes) it draws while it lives.
   double charge = 0;
+  /// Something about the job berth could not read (an unreadable berth.io/lifetime, which
+  /// then counts as none), for /debug/queues.
+  std::string warning;
 };
 
 /// One queue as a plan saw it.

@@ -462,6 +462,11 @@ TEST_CASE("queue: an unreadable lifetime is never preemptible and is said so", "
   CHECK(Queues(h)["next"] == "t/b-job");
   CHECK(Queues(h)["fairShareVictims"].empty());
   CHECK(h.service().AdmissionTick().evicted == 0);
+  // A waiting job with an unreadable lifetime says so in /debug/queues.
+  Add(h, {Job(h, "odd-waiting", "b", "1").Annotation("berth.io/lifetime", "forever")});
+  CHECK(Contains(JobInfo(h, "t/odd-waiting")["warning"].get<std::string>(),
+                 "annotation berth.io/lifetime: expected a duration of 0s or more"));
+  CHECK(Contains(JobInfo(h, "t/odd-waiting")["warning"].get<std::string>(), "counts as no lifetime"));
 }
 
 }  // namespace
