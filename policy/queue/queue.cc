@@ -356,6 +356,9 @@ std::shared_ptr<const AdmissionPlan> FairShare::PlanFor(const core::ClusterState
   // waits for the next one (at most `plan_reuse` away). By size, not by measured time, so that
   // the same cluster is always treated the same way.
   constexpr size_t kCheapPlanPods = 10000;
+  // A pod the model does not hold (a watch behind kube-scheduler) is not the plan's to judge
+  // (AdmissionVerdict lets it through): no new plan for it.
+  if (last_ != nullptr && !uid.empty() && state.FindPod(uid) == nullptr) return last_;
   if (last_ != nullptr && last_->time <= now && now - last_->time < config_.plan_reuse &&
       (last_->generation == state.generation() || (!uid.empty() && last_->Covers(uid)) ||
        state.pod_count() > kCheapPlanPods)) {

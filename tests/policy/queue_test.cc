@@ -48,6 +48,8 @@ TEST_CASE("fair share: a small cluster plans anew for any pod the plan does not 
   CHECK(second != first);
   CHECK(second->JobOf("b") != nullptr);
   CHECK(AdmissionVerdict(*second, *model.Read(), Managed(CorePod("b", "", 1000, kGi))).ok());
+  // A pod the model does not hold makes no plan (and is let through).
+  CHECK(book.PlanFor(*model.Read(), clock.Now(), "not-in-the-model") == second);
 }
 
 TEST_CASE("fair share: in a large cluster a pod that just arrived waits for the next plan", "[queue]") {
