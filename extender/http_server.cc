@@ -162,6 +162,7 @@ void HttpServer::Install() {
     if (path == "/healthz") return Send(res, service_->Healthz(text));
     if (path == "/readyz") return Send(res, service_->Readyz(text));
     if (path == "/version") return Send(res, service_->Version(text));
+    if (path == "/metrics") return Send(res, service_->Metrics());
     if (path == "/debug/nodes") return Send(res, service_->DebugNodes(text));
     if (path == "/debug/pods") {
       const std::string all = req.get_param_value("all");
@@ -172,7 +173,7 @@ void HttpServer::Install() {
     if (path == "/debug/queues") return Send(res, service_->DebugQueues(text));
     if (path == "/debug/snapshot") return Send(res, service_->DebugSnapshot(text));
     Send(res, ErrorReply(404, StrCat("no such endpoint: GET ", path,
-                                     " (GET /healthz, /readyz, /version, /debug/nodes, "
+                                     " (GET /healthz, /readyz, /version, /metrics, /debug/nodes, "
                                      "/debug/pods, /debug/pools, /debug/gangs, /debug/queues, /debug/snapshot)")));
   });
 

@@ -127,6 +127,34 @@ Service::Service(ServiceOptions options, core::ClusterModel* model,
   }
 }
 
+template <class Fn>
+Reply Service::Observed(VerbKind verb, Fn&& fn) {
+  const auto i = static_cast<size_t>(verb);
+  const absl::Time start = absl::Now();
+  Reply r = fn();
+  metrics_.latency[i].Observe(absl::Now() - start);
+  metrics_.requests[i].fetch_add(1, std::memory_order_relaxed);
+  if (r.status != 200) metrics_.errors[i].fetch_add(1, std::memory_order_relaxed);
+  return r;
+}
+
+Reply Service::Filter(std::string_view body) {
+  return Observed(VerbKind::kFilter, [&] { return FilterVerb(body); });
+}
+Reply Service::Prioritize(std::string_view body) {
+  return Observed(VerbKind::kPrioritize, [&] { return PrioritizeVerb(body); });
+}
+Reply Service::Bind(std::string_view body) {
+  return Observed(VerbKind::kBind, [&] {
+    Reply r = BindVerb(body);
+    if (r.status == 200) metrics_.binds.Add(r.body == EncodeBindingResult("") ? "bound" : "refused");
+    return r;
+  });
+}
+Reply Service::Preempt(std::string_view body) {
+  return Observed(VerbKind::kPreempt, [&] { return PreemptVerb(body); });
+}
+
 void Service::StampCreation(std::vector<core::ModelEvent>* events) const {
   const absl::Time now = clock_->Now();
   auto view = model_->Read();
@@ -155,7 +183,7 @@ void Service::Learn(const core::Pod& pod, std::vector<core::Node> nodes) {
   if (!events.empty()) model_->Apply(events);
 }
 
-Reply Service::Filter(std::string_view body) {
+Reply Service::FilterVerb(std::string_view body) {
   ParsedBody parsed;
   if (absl::Status s = parsed.Parse(body); !s.ok()) return VerbErrorReply(400, ToStd(s.message()));
   absl::StatusOr<ExtenderArgs> args = DecodeExtenderArgs(parsed.root(), model_->resources());
@@ -220,6 +248,17 @@ Reply Service::Filter(std::string_view body) {
         for (policy::NodeVerdict& v : verdicts) {
           if (v.reason != policy::Reason::kUnknownNode) v = waiting;
         }
+      }
+    }
+  }
+  {
+    // One count per reason code this call gave (not per node: a call over 5,000 nodes is one
+    // pod's answer).
+    std::vector<policy::Reason> seen;
+    for (const policy::NodeVerdict& v : verdicts) {
+      if (!v.ok() && std::find(seen.begin(), seen.end(), v.reason) == seen.end()) {
+        seen.push_back(v.reason);
+        metrics_.rejections.Add(policy::ReasonCode(v.reason));
       }
     }
   }
@@ -304,7 +343,9 @@ Service::Reclaim Service::MaybeReclaim(const core::Pod& pod) {
       model_->Unreserve(known.uid);
       return Reclaim::kBlocked;
     }
+    metrics_.evictions.Add("reclaim");
   }
+  metrics_.reclaims.fetch_add(1, std::memory_order_relaxed);
   return Reclaim::kHeld;
 }
 
@@ -355,7 +396,7 @@ int Service::Housekeeping() {
   return started;
 }
 
-Reply Service::Prioritize(std::string_view body) {
+Reply Service::PrioritizeVerb(std::string_view body) {
   ParsedBody parsed;
   if (absl::Status s = parsed.Parse(body); !s.ok()) return VerbErrorReply(400, ToStd(s.message()));
   absl::StatusOr<ExtenderArgs> args = DecodeExtenderArgs(parsed.root(), model_->resources());
@@ -374,7 +415,7 @@ Reply Service::Prioritize(std::string_view body) {
 /// How long a Kubernetes-mode bind waits for a pod berth's watch has not delivered yet.
 constexpr absl::Duration kUnknownPodGrace = absl::Seconds(1);
 
-Reply Service::Bind(std::string_view body) {
+Reply Service::BindVerb(std::string_view body) {
   ParsedBody parsed;
   if (absl::Status s = parsed.Parse(body); !s.ok()) return VerbErrorReply(400, ToStd(s.message()));
   absl::StatusOr<BindingArgs> args = DecodeBindingArgs(parsed.root());
@@ -445,7 +486,7 @@ Reply Service::Bind(std::string_view body) {
   return Reply{.body = EncodeBindingResult("")};
 }
 
-Reply Service::Preempt(std::string_view body) {
+Reply Service::PreemptVerb(std::string_view body) {
   ParsedBody parsed;
   if (absl::Status s = parsed.Parse(body); !s.ok()) return VerbErrorReply(400, ToStd(s.message()));
   absl::StatusOr<PreemptionArgs> args = DecodePreemptionArgs(parsed.root(), model_->resources());
@@ -478,6 +519,9 @@ Reply Service::Preempt(std::string_view body) {
                     why.detail);
     }
   }
+  uint64_t victims = 0;
+  for (const MetaVictims& mv : out) victims += mv.uids.size();
+  metrics_.preemption_victims.fetch_add(victims, std::memory_order_relaxed);
   return Reply{.body = EncodePreemptionResult(out)};
 }
 

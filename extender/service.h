@@ -14,6 +14,7 @@
 #include "absl/time/time.h"
 #include "core/clock.h"
 #include "core/cluster_model.h"
+#include "extender/metrics.h"
 #include "nlohmann/json_fwd.hpp"
 #include "policy/pipeline.h"
 
@@ -121,7 +122,8 @@ class Service {
           std::unique_ptr<policy::Pipeline> pipeline, BinderInterface* binder,
           const core::Clock* clock);
 
-  // Extender verbs (SPEC 3.1). Undecodable input: 400 with {"Error": "..."}.
+  // Extender verbs (SPEC 3.1). Undecodable input: 400 with {"Error": "..."}. Each call is
+  // counted and timed (GET /metrics).
   Reply Filter(std::string_view body);
   Reply Prioritize(std::string_view body);
   Reply Bind(std::string_view body);
@@ -147,6 +149,9 @@ class Service {
   /// the waiting jobs in admission order with their state, position and what holds them back.
   Reply DebugQueues(bool text) const;
   Reply DebugSnapshot(bool text) const;
+  /// GET /metrics (SPEC 7): the counters and histograms, and gauges read from the model now
+  /// (model size, per pool, per queue), in the Prometheus text format.
+  Reply Metrics() const;
 
   /// Loads a Kubernetes List document into the model (the --cluster file, the demo cluster).
   /// \param source named in errors ("demo-cluster.json: items[3].spec...").
@@ -176,6 +181,14 @@ class Service {
   core::ClusterModel& model() { return *model_; }
 
  private:
+  Reply FilterVerb(std::string_view body);
+  Reply PrioritizeVerb(std::string_view body);
+  Reply BindVerb(std::string_view body);
+  Reply PreemptVerb(std::string_view body);
+  /// Counts and times one verb call.
+  template <class Fn>
+  Reply Observed(VerbKind verb, Fn&& fn);
+
   /// Standalone mode learns the pod (and full nodes) a verb carries if the model lacks them.
   void Learn(const core::Pod& pod, std::vector<core::Node> nodes);
   /// Standalone mode is the API server: a pod posted without metadata.creationTimestamp gets
@@ -215,6 +228,7 @@ class Service {
   std::unique_ptr<LocalEvictor> local_evictor_;
   EvictorInterface* evictor_ = nullptr;
   NudgerInterface* nudger_ = nullptr;
+  mutable extender::Metrics metrics_;
   /// Pods that passed admission at the last tick, and nudges asked for since.
   absl::Mutex nudge_mu_;
   std::set<std::string> admitted_at_last_tick_ ABSL_GUARDED_BY(nudge_mu_);

@@ -162,6 +162,7 @@ std::optional<policy::NodeVerdict> Service::PrepareGang(const core::Pod& pod) {
         r.incomplete = false;
       });
       spdlog::info("gang {}/{} admitted: room reserved for {}", ns, name, summary);
+      metrics_.gang_admissions.fetch_add(1, std::memory_order_relaxed);
       for (const core::Pod& v : victims) {
         if (auto vk = policy::GangOf(v)) {
           model_->UpdateGangRecord(vk->first, vk->second, [&](core::GangRecord& r) { r.resized = now; });
@@ -170,6 +171,8 @@ std::optional<policy::NodeVerdict> Service::PrepareGang(const core::Pod& pod) {
         if (absl::Status s = evictor_->Evict(v, pod, why); !s.ok()) {
           spdlog::warn("gang {}/{}: evicting elastic member {} failed: {}", ns, name, v.Key(),
                        ToStd(s.message()));
+        } else {
+          metrics_.evictions.Add("gang-elastic");
         }
       }
     } else {
@@ -236,6 +239,7 @@ void Service::GangHousekeeping(absl::Time now, const std::vector<std::string>& e
                  "whole again", key);
     model_->UpdateGangRecord(key.substr(0, slash), key.substr(slash + 1),
                              [](core::GangRecord& r) { ++r.timeouts; });
+    metrics_.gang_timeouts.fetch_add(1, std::memory_order_relaxed);
   }
   struct Incomplete {
     std::string ns, name;
@@ -269,6 +273,8 @@ void Service::GangHousekeeping(absl::Time now, const std::vector<std::string>& e
       if (absl::Status s = evictor_->Evict(p, p, why); !s.ok()) {
         spdlog::warn("gang {}/{}: releasing {} failed: {}", inc.ns, inc.name, p.Key(),
                      ToStd(s.message()));
+      } else {
+        metrics_.evictions.Add("gang-incomplete");
       }
     }
   }

@@ -81,6 +81,7 @@ AdmissionTickStats Service::AdmissionTick() {
         continue;
       }
       ++stats.nudged;
+      metrics_.nudges.fetch_add(1, std::memory_order_relaxed);
       spdlog::debug("nudged pod {}: {}", pod.Key(), why);
     }
   }
@@ -91,6 +92,7 @@ AdmissionTickStats Service::AdmissionTick() {
         continue;
       }
       ++stats.evicted;
+      metrics_.evictions.Add("fair-share");
       spdlog::info("evicted {} of queue {}: {}", v.pod.Key(), v.queue, v.why);
     }
   }

@@ -1,0 +1,163 @@
+#include "extender/metrics.h"
+
+#include <cmath>
+
+#include "absl/strings/str_format.h"
+#include "core/strings.h"
+
+namespace berth::extender {
+namespace {
+
+void AppendEscaped(std::string* out, std::string_view v) {
+  for (char c : v) {
+    switch (c) {
+      case '\\': *out += "\\\\"; break;
+      case '"': *out += "\\\""; break;
+      case '\n': *out += "\\n"; break;
+      default: *out += c;
+    }
+  }
+}
+
+std::string Number(double v) {
+  if (std::isinf(v)) return v > 0 ? "+Inf" : "-Inf";
+  if (std::isnan(v)) return "NaN";
+  if (v == std::floor(v) && std::abs(v) < 1e15) return absl::StrFormat("%.0f", v);
+  return absl::StrFormat("%.17g", v);
+}
+
+}  // namespace
+
+PromWriter& PromWriter::Family(std::string_view name, std::string_view type, std::string_view help) {
+  *out_ += StrCat("# HELP ", name, " ");
+  for (char c : help) {
+    if (c == '\\') {
+      *out_ += "\\\\";
+    } else if (c == '\n') {
+      *out_ += "\\n";
+    } else {
+      *out_ += c;
+    }
+  }
+  *out_ += StrCat("\n# TYPE ", name, " ", type, "\n");
+  return *this;
+}
+
+PromWriter& PromWriter::Sample(std::string_view name,
+                               const std::vector<std::pair<std::string_view, std::string_view>>& labels,
+                               double value) {
+  *out_ += name;
+  if (!labels.empty()) {
+    *out_ += '{';
+    bool first = true;
+    for (const auto& [k, v] : labels) {
+      if (!first) *out_ += ',';
+      first = false;
+      *out_ += k;
+      *out_ += "=\"";
+      AppendEscaped(out_, v);
+      *out_ += '"';
+    }
+    *out_ += '}';
+  }
+  *out_ += ' ';
+  *out_ += Number(value);
+  *out_ += '\n';
+  return *this;
+}
+
+void Histogram::Observe(absl::Duration d) {
+  const double s = absl::ToDoubleSeconds(d);
+  for (size_t i = 0; i < kBounds.size(); ++i) {
+    if (s <= kBounds[i]) {
+      buckets_[i].fetch_add(1, std::memory_order_relaxed);
+      break;
+    }
+  }
+  count_.fetch_add(1, std::memory_order_relaxed);
+  sum_ns_.fetch_add(absl::ToInt64Nanoseconds(d), std::memory_order_relaxed);
+}
+
+void Histogram::Write(PromWriter& w, std::string_view name,
+                      const std::vector<std::pair<std::string_view, std::string_view>>& labels) const {
+  // Read the total first: buckets read later can only be at least as full, and the +Inf bucket
+  // is the count itself, so the buckets stay cumulative and monotonic in one scrape.
+  const uint64_t count = count_.load(std::memory_order_relaxed);
+  const double sum = static_cast<double>(sum_ns_.load(std::memory_order_relaxed)) / 1e9;
+  uint64_t cumulative = 0;
+  const std::string bucket = StrCat(name, "_bucket");
+  for (size_t i = 0; i < kBounds.size(); ++i) {
+    cumulative += buckets_[i].load(std::memory_order_relaxed);
+    auto with_le = labels;
+    const std::string le = Number(kBounds[i]);
+    with_le.emplace_back("le", le);
+    w.Sample(bucket, with_le, static_cast<double>(std::min(cumulative, count)));
+  }
+  auto inf = labels;
+  inf.emplace_back("le", "+Inf");
+  w.Sample(bucket, inf, static_cast<double>(count));
+  w.Sample(StrCat(name, "_sum"), labels, sum);
+  w.Sample(StrCat(name, "_count"), labels, static_cast<double>(count));
+}
+
+void LabeledCounter::Add(std::string_view label, uint64_t n) {
+  absl::MutexLock lock(&mu_);
+  auto it = counts_.find(label);
+  if (it == counts_.end()) it = counts_.emplace(std::string(label), 0).first;
+  it->second += n;
+}
+
+std::vector<std::pair<std::string, uint64_t>> LabeledCounter::Snapshot() const {
+  absl::MutexLock lock(&mu_);
+  return {counts_.begin(), counts_.end()};
+}
+
+void Metrics::Write(PromWriter& w) const {
+  auto per_verb = [&](std::string_view name, std::string_view help,
+                      const std::array<std::atomic<uint64_t>, 4>& values) {
+    w.Family(name, "counter", help);
+    for (size_t i = 0; i < kVerbNames.size(); ++i) {
+      w.Sample(name, {{"verb", kVerbNames[i]}}, static_cast<double>(values[i].load()));
+    }
+  };
+  per_verb("berth_requests_total", "Extender calls received, by verb.", requests);
+  per_verb("berth_request_errors_total",
+           "Extender calls answered with an HTTP error (undecodable or refused input), by verb.",
+           errors);
+  w.Family("berth_request_duration_seconds", "histogram",
+           "Time berth took to answer an extender call, by verb (without the HTTP transport).");
+  for (size_t i = 0; i < kVerbNames.size(); ++i) {
+    latency[i].Write(w, "berth_request_duration_seconds", {{"verb", kVerbNames[i]}});
+  }
+  auto labeled = [&](std::string_view name, std::string_view help, std::string_view label,
+                     const LabeledCounter& c) {
+    w.Family(name, "counter", help);
+    for (const auto& [value, n] : c.Snapshot()) {
+      w.Sample(name, {{label, value}}, static_cast<double>(n));
+    }
+  };
+  labeled("berth_filter_rejections_total",
+          "Filter calls that rejected at least one node, by reason code (one per call and code).",
+          "reason", rejections);
+  labeled("berth_binds_total", "Bind calls, by result (bound, refused).", "result", binds);
+  labeled("berth_evictions_total",
+          "Pods berth evicted, by cause (reclaim, gang-elastic, gang-incomplete, fair-share).",
+          "cause", evictions);
+  auto plain = [&](std::string_view name, std::string_view help, const std::atomic<uint64_t>& v) {
+    w.Family(name, "counter", help);
+    w.Sample(name, {}, static_cast<double>(v.load()));
+  };
+  plain("berth_preemption_victims_total",
+        "Victims berth's preempt verb answered with (kube-scheduler deletes them).",
+        preemption_victims);
+  plain("berth_reclaims_total", "Pool reclaims started (room held, victims evicted).", reclaims);
+  plain("berth_gang_admissions_total", "Gangs admitted: room reserved for their minimum at once.",
+        gang_admissions);
+  plain("berth_gang_timeouts_total",
+        "Gang reservations that ran out before the gang's members were bound.", gang_timeouts);
+  plain("berth_nudges_total",
+        "Pods told to retry at once after their job was admitted (a pod annotation patch).",
+        nudges);
+}
+
+}  // namespace berth::extender

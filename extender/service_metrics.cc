@@ -1,0 +1,115 @@
+// GET /metrics (SPEC 7): berth's counters and histograms, and gauges read from the model at
+// scrape time, in the Prometheus text format. Names follow Prometheus conventions: the berth_
+// prefix, base units (seconds, bytes, CPU cores), _total for counters.
+#include <string>
+#include <vector>
+
+#include "core/strings.h"
+#include "extender/metrics.h"
+#include "extender/service.h"
+#include "policy/pools/pools.h"
+#include "policy/queue/queue.h"
+
+namespace berth::extender {
+namespace {
+
+/// The resources the pool gauges report, in base units: CPU in cores, memory and storage in
+/// bytes, GPUs in devices.
+struct GaugeResource {
+  std::string_view label;
+  core::ResourceId id;
+  double scale;
+};
+constexpr GaugeResource kPoolResources[] = {{"cpu", core::kCpu, 1e-3},
+                                            {"memory", core::kMemory, 1},
+                                            {"nvidia.com/gpu", core::kNvidiaGpu, 1},
+                                            {"ephemeral-storage", core::kEphemeralStorage, 1}};
+
+}  // namespace
+
+Reply Service::Metrics() const {
+  std::string out;
+  PromWriter w(&out);
+  w.Family("berth_build_info", "gauge", "Always 1; the labels name the build.");
+  w.Sample("berth_build_info",
+           {{"version", options_.version}, {"git_commit", options_.git_commit},
+            {"build_type", options_.build_type}},
+           1);
+  w.Family("berth_ready", "gauge", "1 once the model is loaded (Kubernetes mode: first lists in).");
+  w.Sample("berth_ready", {}, ready_.load() ? 1 : 0);
+  metrics_.Write(w);
+
+  auto view = model_->Read();
+  auto gauge = [&](std::string_view name, std::string_view help, double v) {
+    w.Family(name, "gauge", help);
+    w.Sample(name, {}, v);
+  };
+  gauge("berth_nodes", "Nodes in berth's model.", static_cast<double>(view->node_count()));
+  gauge("berth_pods", "Pods in berth's model (any scheduler, not finished or finished).",
+        static_cast<double>(view->pod_count()));
+  gauge("berth_binds_in_flight", "Binds accepted and not yet confirmed by the pod watch.",
+        static_cast<double>(view->binds_in_flight()));
+  gauge("berth_reservations", "Pods with room held for them (gang plans, reclaims).",
+        static_cast<double>(view->reservation_count()));
+
+  // Pools (seed 004's table).
+  const std::shared_ptr<const policy::PoolMap> map = policy::PoolMap::Build(*view);
+  const std::vector<policy::PoolStats> pools =
+      policy::ComputePoolStats(*view, *map, options_.scheduler_name);
+  const std::vector<std::pair<std::string_view, const policy::PoolStats::Row policy::PoolStats::*>> rows = {
+      {"capacity", &policy::PoolStats::capacity}, {"allocatable", &policy::PoolStats::allocatable},
+      {"used", &policy::PoolStats::used},         {"shared", &policy::PoolStats::shared},
+      {"borrowed", &policy::PoolStats::borrowed}, {"pending", &policy::PoolStats::pending}};
+  for (const auto& [row, member] : rows) {
+    const std::string name = StrCat("berth_pool_", row);
+    w.Family(name, "gauge",
+             StrCat("Pool statistics (GET /debug/pools), row ", row,
+                    ": CPU in cores, memory and storage in bytes, GPUs, nodes and pods."));
+    for (const policy::PoolStats& p : pools) {
+      const policy::PoolStats::Row& r = p.*member;
+      for (const GaugeResource& res : kPoolResources) {
+        w.Sample(name, {{"pool", p.name}, {"resource", res.label}},
+                 static_cast<double>(r.resources.Get(res.id)) * res.scale);
+      }
+      w.Sample(name, {{"pool", p.name}, {"resource", "nodes"}}, static_cast<double>(r.nodes));
+      w.Sample(name, {{"pool", p.name}, {"resource", "pods"}}, static_cast<double>(r.pods));
+    }
+  }
+
+  // Queues (the latest admission plan).
+  if (policy::FairShare* book = pipeline_->fair_share()) {
+    std::shared_ptr<const policy::AdmissionPlan> plan = book->PlanFor(*view, clock_->Now());
+    gauge("berth_queue_capacity",
+          "Cluster capacity the queues share, in usage units (CPU cores + weighted GPUs and GiB).",
+          plan->capacity);
+    struct QueueGauge {
+      std::string_view name, help;
+      double (*get)(const policy::QueueFigures&);
+    };
+    const QueueGauge gauges[] = {
+        {"berth_queue_weight", "Queue weight.", [](const policy::QueueFigures& q) { return q.weight; }},
+        {"berth_queue_fair_share", "Fair share of the cluster, 0 to 1 (weight over the weights of queues with pods).",
+         [](const policy::QueueFigures& q) { return q.fair_share; }},
+        {"berth_queue_flow", "Flow, in usage units (usage with a half-life memory of the past).",
+         [](const policy::QueueFigures& q) { return q.flow; }},
+        {"berth_queue_usage", "Usage of the queue's running pods, in usage units.",
+         [](const policy::QueueFigures& q) { return q.usage; }},
+        {"berth_queue_running_pods", "Running pods of the queue.",
+         [](const policy::QueueFigures& q) { return static_cast<double>(q.running_pods); }},
+        {"berth_queue_pending_jobs", "Jobs of the queue waiting to be admitted.",
+         [](const policy::QueueFigures& q) { return static_cast<double>(q.waiting_jobs); }},
+        {"berth_queue_admitted_jobs", "Jobs of the queue admitted and not yet running.",
+         [](const policy::QueueFigures& q) { return static_cast<double>(q.admitted_jobs); }},
+    };
+    for (const QueueGauge& g : gauges) {
+      w.Family(g.name, "gauge", g.help);
+      for (const policy::QueueFigures& q : plan->queues) {
+        if (q.exists || q.has_pods) w.Sample(g.name, {{"queue", q.name}}, g.get(q));
+      }
+    }
+  }
+  return Reply{.status = 200, .body = std::move(out),
+               .content_type = "text/plain; version=0.0.4; charset=utf-8"};
+}
+
+}  // namespace berth::extender
