@@ -250,6 +250,26 @@ absl::Status ParseQueues(simdjson::dom::object obj, const JsonPath& path, policy
   return absl::OkStatus();
 }
 
+/// The "events" section: how often Events about waiting pods are written.
+absl::Status ParseEvents(simdjson::dom::object obj, const JsonPath& path, Config* c) {
+  if (auto s = CheckKnown(obj, {"repeatAfterSeconds", "minIntervalSeconds", "maxPerSecond"}, path);
+      !s.ok()) {
+    return s;
+  }
+  if (auto s = OptionalSeconds(obj, "repeatAfterSeconds", path, 1, 86400, &c->events_repeat_after);
+      !s.ok()) {
+    return s;
+  }
+  if (auto s = OptionalSeconds(obj, "minIntervalSeconds", path, 0, 86400, &c->events_min_interval);
+      !s.ok()) {
+    return s;
+  }
+  double per_second = c->events_max_per_second;
+  if (auto s = OptionalNumber(obj, "maxPerSecond", path, 0, 10000, &per_second); !s.ok()) return s;
+  c->events_max_per_second = static_cast<int>(per_second);
+  return absl::OkStatus();
+}
+
 /// An optional Kubernetes quantity: a string ("2", "500m", "8Gi") or a JSON number.
 absl::StatusOr<std::optional<core::Quantity>> OptionalQuantity(simdjson::dom::object obj,
                                                                std::string_view key,
@@ -327,7 +347,7 @@ absl::StatusOr<Config> ParseConfig(std::string_view json, std::string_view sourc
   if (auto s = CheckKnown(*obj,
                           {"schedulerName", "topologyLevels", "maxRequestBytes", "httpThreads",
                            "bindConfirmTimeoutSeconds", "policies", "binpack", "kubernetes", "gpu",
-                           "pools", "topology", "gangs", "queues"},
+                           "pools", "topology", "gangs", "queues", "events"},
                           top);
       !s.ok()) {
     return fail(s);
@@ -431,6 +451,11 @@ absl::StatusOr<Config> ParseConfig(std::string_view json, std::string_view sourc
   if (!gangs.ok()) return fail(gangs.status());
   if (gangs->has_value()) {
     if (auto s = ParseGangs(**gangs, top.Field("gangs"), &c.policy.gangs); !s.ok()) return fail(s);
+  }
+  auto events = OptionalObject(*obj, "events", top);
+  if (!events.ok()) return fail(events.status());
+  if (events->has_value()) {
+    if (auto s = ParseEvents(**events, top.Field("events"), &c); !s.ok()) return fail(s);
   }
   auto queues = OptionalObject(*obj, "queues", top);
   if (!queues.ok()) return fail(queues.status());

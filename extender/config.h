@@ -58,6 +58,10 @@ struct Config {
   /// Kubernetes mode: how often the leader writes pool statistics to Pool.status (only pools
   /// whose statistics changed are written); zero turns it off.
   absl::Duration pool_status_interval = absl::Seconds(10);
+  /// Kubernetes mode: Events about waiting pods ("events" section; see PodEventOptions).
+  absl::Duration events_repeat_after = absl::Minutes(5);
+  absl::Duration events_min_interval = absl::Seconds(10);
+  int events_max_per_second = 20;
 };
 
 /// Parses a configuration document. \param source names the file in errors.

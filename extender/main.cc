@@ -161,6 +161,9 @@ int Serve() {
                          .topology_levels = config.topology_levels,
                          .bind_confirm_timeout = config.bind_confirm_timeout,
                          .reclaim_timeout = config.policy.pools.reclaim_timeout,
+                         .pod_events = {.repeat_after = config.events_repeat_after,
+                                        .min_interval = config.events_min_interval,
+                                        .max_per_tick = config.events_max_per_second},
                          .version = kVersion,
                          .git_commit = kGitCommit,
                          .build_type = kBuildType};
@@ -194,11 +197,14 @@ int Serve() {
   // retries them at once.
   std::unique_ptr<kube::KubeEvictor> evictor;
   std::unique_ptr<kube::KubeNudger> nudger;
+  std::unique_ptr<kube::KubePodEventSink> pod_events;
   if (runtime) {
     evictor = std::make_unique<kube::KubeEvictor>(&runtime->writer());
     service.SetEvictor(evictor.get());
     nudger = std::make_unique<kube::KubeNudger>(&runtime->writer(), &clock);
     service.SetNudger(nudger.get());
+    pod_events = std::make_unique<kube::KubePodEventSink>(&runtime->writer());
+    service.SetPodEventSink(pod_events.get());
   }
 
   if (!kubernetes) {
@@ -256,6 +262,7 @@ int Serve() {
       if (ticks % 10 == 0 && (!runtime || runtime->synced())) {
         const AdmissionTickStats t = service.AdmissionTick();
         if (t.evicted > 0) spdlog::info("evicted {} pod(s) for fair share", t.evicted);
+        if (t.events > 0) spdlog::debug("wrote {} event(s) about waiting pods", t.events);
       }
       if (ticks % 50 != 0) continue;
       if (!runtime || runtime->synced()) {

@@ -251,6 +251,7 @@ Reply Service::FilterVerb(std::string_view body) {
       }
     }
   }
+  if (managed && none_fit(verdicts)) NoteWaiting(args->pod, verdicts);
   {
     // One count per reason code this call gave (not per node: a call over 5,000 nodes is one
     // pod's answer).

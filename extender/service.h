@@ -1,6 +1,7 @@
 #pragma once
 
 #include <atomic>
+#include <map>
 #include <memory>
 #include <optional>
 #include <set>
@@ -84,10 +85,33 @@ class NudgerInterface {
   virtual absl::Status Nudge(const core::Pod& pod, std::string_view why) = 0;
 };
 
+/// Writes an Event about a pod (Kubernetes mode: events.k8s.io, see kube::KubeWriter).
+class PodEventSinkInterface {
+ public:
+  virtual ~PodEventSinkInterface() = default;
+  /// Whether this process may write (Kubernetes mode: only the elected leader does).
+  virtual absl::Status CanRecord() const { return absl::OkStatus(); }
+  /// \param reason a stable reason code ("QueueWaiting"); \param note the message a person reads.
+  virtual absl::Status Record(const core::Pod& pod, std::string_view type, std::string_view reason,
+                              std::string_view note) = 0;
+};
+
+/// How often a waiting pod's reason is written as an Event (SPEC 6.8): a pod kube-scheduler
+/// retries every second must not flood the API server.
+struct PodEventOptions {
+  /// The same reason and message again only after this long.
+  absl::Duration repeat_after = absl::Minutes(5);
+  /// A new reason or message for one pod at most this often.
+  absl::Duration min_interval = absl::Seconds(10);
+  /// At most this many Events per admission tick (one second); the rest wait their turn.
+  int max_per_tick = 20;
+};
+
 /// What one admission tick did.
 struct AdmissionTickStats {
   int nudged = 0;   ///< pods told to retry
   int evicted = 0;  ///< pods evicted for fair share
+  int events = 0;   ///< Events written about waiting pods
 };
 
 struct ServiceOptions {
@@ -101,6 +125,8 @@ struct ServiceOptions {
   absl::Duration bind_confirm_timeout = absl::Minutes(10);
   /// How long room freed by a reclaim stays held for its pod (config pools.reclaimTimeoutSeconds).
   absl::Duration reclaim_timeout = absl::Minutes(2);
+  /// Events about waiting pods (Kubernetes mode, with a sink set).
+  PodEventOptions pod_events;
   std::string version = "0.0.0";
   std::string git_commit = "unknown";
   std::string build_type = "unknown";
@@ -164,6 +190,8 @@ class Service {
   /// Where admission nudges go (Kubernetes mode: a pod annotation patch); none by default, as
   /// standalone mode has no kube-scheduler backoff to cut short. Set before serving.
   void SetNudger(NudgerInterface* nudger) { nudger_ = nudger; }
+  /// Where Events about waiting pods go (Kubernetes mode); none by default. Set before serving.
+  void SetPodEventSink(PodEventSinkInterface* sink) { pod_events_ = sink; }
 
   /// The admission tick (called every second): plans admissions anew, nudges the pods of jobs
   /// that became admitted (and gang members whose room was just reserved), and evicts pods of
@@ -228,6 +256,21 @@ class Service {
   std::unique_ptr<LocalEvictor> local_evictor_;
   EvictorInterface* evictor_ = nullptr;
   NudgerInterface* nudger_ = nullptr;
+  PodEventSinkInterface* pod_events_ = nullptr;
+  /// Why each waiting pod last waited, and what was written about it (tick-driven).
+  struct WaitingNote {
+    core::Pod pod;
+    std::string reason, message;     ///< the latest filter's answer
+    std::string sent_reason, sent_message;
+    absl::Time sent = absl::InfinitePast();
+    absl::Time seen;                 ///< the latest filter that gave it
+  };
+  absl::Mutex waiting_mu_;
+  std::map<std::string, WaitingNote, std::less<>> waiting_ ABSL_GUARDED_BY(waiting_mu_);
+  /// Records why a pod waits after a filter where no node fits.
+  void NoteWaiting(const core::Pod& pod, const std::vector<policy::NodeVerdict>& verdicts);
+  /// Writes the due Events (deduplicated, rate-limited). \return how many were written.
+  int WriteWaitingEvents(absl::Time now);
   mutable extender::Metrics metrics_;
   /// Pods that passed admission at the last tick, and nudges asked for since.
   absl::Mutex nudge_mu_;

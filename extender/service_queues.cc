@@ -96,6 +96,7 @@ AdmissionTickStats Service::AdmissionTick() {
       spdlog::info("evicted {} of queue {}: {}", v.pod.Key(), v.queue, v.why);
     }
   }
+  stats.events = WriteWaitingEvents(clock_->Now());
   return stats;
 }
 

@@ -124,4 +124,24 @@ class KubeNudger final : public NudgerInterface {
   const core::Clock* clock_;
 };
 
+/// Kubernetes mode's sink for Events about waiting pods: an events.k8s.io Event on the pod
+/// (leader only), reported by "berth".
+class KubePodEventSink final : public PodEventSinkInterface {
+ public:
+  explicit KubePodEventSink(KubeWriter* writer) : writer_(writer) {}
+  absl::Status CanRecord() const override { return writer_->CheckLeader(); }
+  absl::Status Record(const core::Pod& pod, std::string_view type, std::string_view reason,
+                      std::string_view note) override {
+    return writer_->RecordEvent(EventRecord{
+        .regarding = ObjectRef{.ns = pod.ns.str(), .name = pod.name.str(), .uid = pod.uid.str()},
+        .type = std::string(type),
+        .reason = std::string(reason),
+        .action = "Schedule",
+        .note = std::string(note)});
+  }
+
+ private:
+  KubeWriter* writer_;
+};
+
 }  // namespace berth::extender::kube

@@ -68,6 +68,8 @@ class KubeBerth {
     service_->SetEvictor(evictor_.get());
     nudger_ = std::make_unique<extender::kube::KubeNudger>(&runtime_->writer(), &clock_);
     service_->SetNudger(nudger_.get());
+    pod_events_ = std::make_unique<extender::kube::KubePodEventSink>(&runtime_->writer());
+    service_->SetPodEventSink(pod_events_.get());
   }
   ~KubeBerth() { Stop(); }
 
@@ -118,6 +120,7 @@ class KubeBerth {
   std::unique_ptr<extender::Service> service_;
   std::unique_ptr<extender::kube::KubeEvictor> evictor_;
   std::unique_ptr<extender::kube::KubeNudger> nudger_;
+  std::unique_ptr<extender::kube::KubePodEventSink> pod_events_;
 };
 
 }  // namespace berth::testing

@@ -71,5 +71,31 @@ TEST_CASE("kubernetes mode: an admitted job is nudged by an annotation patch, on
   CHECK_FALSE(AdmittedMark(api, "second").empty());
 }
 
+TEST_CASE("kubernetes mode: why a pod waits is an Event on it, written once", "[kubernetes][events]") {
+  FakeApiServer api;
+  REQUIRE(api.start_status().ok());
+  Seed(api);
+  KubeBerth berth(api);
+  berth.Start();
+  REQUIRE(berth.WaitReady());
+  // "second" waits behind "first" in its queue: kube-scheduler asks twice, one Event is written.
+  const Json second = api.Get("pods", "ml", "second").value();
+  for (int i = 0; i < 2; ++i) {
+    const Json r = Json::parse(berth.service().Filter(ArgsNames(second, {"n1"}).dump()).body);
+    CHECK(r["FailedAndUnresolvableNodes"].contains("n1"));
+  }
+  CHECK(berth.service().AdmissionTick().events == 1);
+  CHECK(berth.service().AdmissionTick().events == 0);
+  int found = 0;
+  for (const Json& e : api.events()) {
+    if (e.value("reason", "") != "QueueWaiting") continue;
+    ++found;
+    CHECK(e["regarding"]["name"] == "second");
+    CHECK(e["type"] == "Warning");
+    CHECK(e["note"].get<std::string>().find("queue default: position 2 of 2") != std::string::npos);
+  }
+  CHECK(found == 1);
+}
+
 }  // namespace
 }  // namespace berth::testing

@@ -1,0 +1,92 @@
+// Events about waiting pods (SPEC 6.8, 7): in Kubernetes mode the reason a pod waits is written
+// as an Event on the pod, deduplicated and rate-limited, so that `kubectl describe pod` says why
+// without a pod retried every second flooding the API server.
+#include <algorithm>
+#include <map>
+#include <utility>
+
+#include "core/strings.h"
+#include "extender/service.h"
+#include "spdlog/spdlog.h"
+
+namespace berth::extender {
+
+void Service::NoteWaiting(const core::Pod& pod, const std::vector<policy::NodeVerdict>& verdicts) {
+  if (pod_events_ == nullptr || verdicts.empty()) return;
+  // The reason most nodes gave (berth's own decisions, such as a queue position, are the same
+  // on every node), with how many nodes gave it when not all did.
+  std::map<policy::Reason, std::pair<int, const policy::NodeVerdict*>> by_reason;
+  for (const policy::NodeVerdict& v : verdicts) {
+    if (v.ok() || v.reason == policy::Reason::kUnknownNode) continue;
+    auto& [count, first] = by_reason[v.reason];
+    if (count++ == 0) first = &v;
+  }
+  if (by_reason.empty()) return;
+  auto top = std::max_element(by_reason.begin(), by_reason.end(), [](const auto& a, const auto& b) {
+    return a.second.first < b.second.first;
+  });
+  const int count = top->second.first;
+  const policy::NodeVerdict& v = *top->second.second;
+  std::string message = v.message;
+  if (count < static_cast<int>(verdicts.size())) {
+    StrAppend(&message, " (", count, " of ", verdicts.size(), " nodes)");
+  }
+  absl::MutexLock lock(&waiting_mu_);
+  WaitingNote& note = waiting_[std::string(pod.uid.view())];
+  note.pod = pod;
+  note.reason = std::string(policy::ReasonCode(v.reason));
+  note.message = std::move(message);
+  note.seen = clock_->Now();
+}
+
+int Service::WriteWaitingEvents(absl::Time now) {
+  if (pod_events_ == nullptr || !pod_events_->CanRecord().ok()) return 0;
+  const PodEventOptions& o = options_.pod_events;
+  struct Due {
+    std::string uid;
+    core::Pod pod;
+    std::string reason, message;
+    absl::Time sent;
+  };
+  std::vector<Due> due;
+  {
+    auto view = model_->Read();
+    absl::MutexLock lock(&waiting_mu_);
+    for (auto it = waiting_.begin(); it != waiting_.end();) {
+      WaitingNote& n = it->second;
+      const core::PodState* p = view->FindPod(it->first);
+      // Forget pods that are placed or gone, and pods no filter has asked about for a while.
+      if (p == nullptr || !p->pod.node_name.empty() || now - n.seen > o.repeat_after) {
+        it = waiting_.erase(it);
+        continue;
+      }
+      const bool changed = n.reason != n.sent_reason || n.message != n.sent_message;
+      const bool asked_since = n.seen > n.sent;
+      if (asked_since && ((changed && now - n.sent >= o.min_interval) ||
+                          (!changed && now - n.sent >= o.repeat_after))) {
+        due.push_back({it->first, n.pod, n.reason, n.message, n.sent});
+      }
+      ++it;
+    }
+  }
+  // The pods told longest ago first; the rest wait for the next tick.
+  std::sort(due.begin(), due.end(), [](const Due& a, const Due& b) { return a.sent < b.sent; });
+  if (static_cast<int>(due.size()) > o.max_per_tick) due.resize(static_cast<size_t>(o.max_per_tick));
+  int written = 0;
+  for (const Due& d : due) {
+    if (absl::Status s = pod_events_->Record(d.pod, "Warning", d.reason, d.message); !s.ok()) {
+      spdlog::warn("event for waiting pod {} not recorded: {}", d.pod.Key(), ToStd(s.message()));
+      continue;
+    }
+    ++written;
+    absl::MutexLock lock(&waiting_mu_);
+    if (auto it = waiting_.find(d.uid); it != waiting_.end()) {
+      it->second.sent_reason = d.reason;
+      it->second.sent_message = d.message;
+      it->second.sent = now;
+    }
+  }
+  return written;
+}
+
+}  // namespace berth::extender
