@@ -252,22 +252,29 @@ Reply Service::FilterVerb(std::string_view body) {
     }
   }
   if (managed && none_fit(verdicts)) NoteWaiting(args->pod, verdicts);
-  {
-    // One count per reason code this call gave (not per node: a call over 5,000 nodes is one
-    // pod's answer).
-    std::vector<policy::Reason> seen;
-    for (const policy::NodeVerdict& v : verdicts) {
-      if (!v.ok() && std::find(seen.begin(), seen.end(), v.reason) == seen.end()) {
-        seen.push_back(v.reason);
-        metrics_.rejections.Add(policy::ReasonCode(v.reason));
-      }
+  // One count per reason code this call gave (not per node: a call over 5,000 nodes is one
+  // pod's answer), and one log line per decision: how many nodes gave each reason.
+  std::vector<std::pair<policy::Reason, int>> reasons;
+  for (const policy::NodeVerdict& v : verdicts) {
+    if (v.ok()) continue;
+    auto it = std::find_if(reasons.begin(), reasons.end(), [&](const auto& r) { return r.first == v.reason; });
+    if (it == reasons.end()) {
+      reasons.emplace_back(v.reason, 1);
+      metrics_.rejections.Add(policy::ReasonCode(v.reason));
+    } else {
+      ++it->second;
     }
   }
   if (spdlog::should_log(spdlog::level::debug)) {
-    size_t fit = std::count_if(verdicts.begin(), verdicts.end(),
-                               [](const policy::NodeVerdict& v) { return v.ok(); });
-    spdlog::debug("filter pod={}/{} candidates={} fit={}", args->pod.ns, args->pod.name,
-                  verdicts.size(), fit);
+    int rejected = 0;
+    std::string summary;
+    for (const auto& [reason, n] : reasons) {
+      rejected += n;
+      StrAppend(&summary, summary.empty() ? "" : ",", policy::ReasonCode(reason), ":", n);
+    }
+    spdlog::debug("filter pod={}/{} candidates={} fit={} rejected={}", args->pod.ns, args->pod.name,
+                  verdicts.size(), verdicts.size() - static_cast<size_t>(rejected),
+                  summary.empty() ? "-" : summary);
   }
   return Reply{.status = 200, .body = EncodeFilterResult(*args, verdicts)};
 }
@@ -409,7 +416,14 @@ Reply Service::PrioritizeVerb(std::string_view body) {
         .state = *view, .pod = args->pod, .now = clock_->Now(), .explain = false};
     scores = pipeline_->Score(ctx, args->node_names);
   }
-  spdlog::debug("prioritize pod={}/{} candidates={}", args->pod.ns, args->pod.name, scores.size());
+  if (spdlog::should_log(spdlog::level::debug)) {
+    auto best = std::max_element(scores.begin(), scores.end());
+    spdlog::debug("prioritize pod={}/{} candidates={} best={} score={}", args->pod.ns,
+                  args->pod.name, scores.size(),
+                  best == scores.end() ? std::string_view("-")
+                                       : args->node_names[static_cast<size_t>(best - scores.begin())],
+                  best == scores.end() ? 0 : *best);
+  }
   return Reply{.status = 200, .body = EncodePriorityList(args->node_names, scores)};
 }
 
@@ -523,6 +537,7 @@ Reply Service::PreemptVerb(std::string_view body) {
   uint64_t victims = 0;
   for (const MetaVictims& mv : out) victims += mv.uids.size();
   metrics_.preemption_victims.fetch_add(victims, std::memory_order_relaxed);
+  spdlog::debug("preempt pod={} nodes_kept={} victims={}", args->pod.Key(), out.size(), victims);
   return Reply{.body = EncodePreemptionResult(out)};
 }
 

@@ -150,5 +150,24 @@ if ! cmp -s "$WORK/snapshot1.cmp" "$WORK/snapshot2.cmp"; then
 fi
 stop_berth "$REPLAY_PID"
 
-echo "PASS: serve on port $DEMO_PORT, SIGTERM exit 0, snapshot round trip identical ($(wc -c <"$WORK/snapshot1.json") bytes)"
+# ---- 4. decisions in JSON logs, and /metrics -------------------------------------------------------
+start_berth logs --log-level debug --log-format json
+LOGS_PID=$PID
+FILTER='{"Pod": {"metadata": {"name": "eval-pending", "namespace": "ml", "uid": "eval-pending",
+  "labels": {"berth.io/queue": "research"}}, "spec": {"schedulerName": "berth-scheduler",
+  "containers": [{"name": "main", "resources": {"requests": {"cpu": "8", "memory": "64Gi", "nvidia.com/gpu": "2"}}}]}},
+  "NodeNames": ["cpu-1", "gpu-small-2"]}'
+"${CURL[@]}" -f -H 'Content-Type: application/json' -d "$FILTER" "http://127.0.0.1:$PORT/filter" >/dev/null ||
+  fail "POST /filter failed"
+METRICS=$("${CURL[@]}" -f "http://127.0.0.1:$PORT/metrics") || fail "GET /metrics failed"
+grep -qx 'berth_requests_total{verb="filter"} 1' <<<"$METRICS" || fail "/metrics does not count the filter"
+grep -qx '# TYPE berth_request_duration_seconds histogram' <<<"$METRICS" || fail "/metrics lacks the latency histogram"
+stop_berth "$LOGS_PID"
+# Every line on stderr is one JSON object; the filter's decision is one of them, at debug level.
+[ -s "$WORK/logs.err" ] || fail "no log lines"
+grep -Evq '^\{.*\}$' "$WORK/logs.err" && fail "a log line is not one JSON object"
+grep -E '"level":"debug"' "$WORK/logs.err" | grep -q 'filter pod=ml/eval-pending candidates=2 fit=1 rejected=' ||
+  fail "no debug line for the filter decision"
+
+echo "PASS: serve on port $DEMO_PORT, SIGTERM exit 0, snapshot round trip identical ($(wc -c <"$WORK/snapshot1.json") bytes), JSON decision logs, /metrics"
 exit 0
