@@ -171,10 +171,11 @@ void HttpServer::Install() {
     if (path == "/debug/pools") return Send(res, service_->DebugPools(text));
     if (path == "/debug/gangs") return Send(res, service_->DebugGangs(text));
     if (path == "/debug/queues") return Send(res, service_->DebugQueues(text));
+    if (path == "/debug/explain") return Send(res, service_->DebugExplain(req.get_param_value("pod"), text));
     if (path == "/debug/snapshot") return Send(res, service_->DebugSnapshot(text));
     Send(res, ErrorReply(404, StrCat("no such endpoint: GET ", path,
                                      " (GET /healthz, /readyz, /version, /metrics, /debug/nodes, "
-                                     "/debug/pods, /debug/pools, /debug/gangs, /debug/queues, /debug/snapshot)")));
+                                     "/debug/pods, /debug/pools, /debug/gangs, /debug/queues, /debug/explain, /debug/snapshot)")));
   });
 
   // Errors cpp-httplib raises itself (unsupported method, 413 from Content-Length, 400 for a

@@ -175,6 +175,11 @@ class Service {
   /// the waiting jobs in admission order with their state, position and what holds them back.
   Reply DebugQueues(bool text) const;
   Reply DebugSnapshot(bool text) const;
+  /// GET /debug/explain?pod=NS/NAME (SPEC 6.8): the pod's pool, queue, gang, priority and
+  /// admission state; every node grouped by its verdict (the first failing rule, with the
+  /// numbers of one node); and the smallest changes that would let it run. 400 for a malformed
+  /// `pod`, 404 for a pod berth does not hold.
+  Reply DebugExplain(std::string_view pod, bool text) const;
   /// GET /metrics (SPEC 7): the counters and histograms, and gauges read from the model now
   /// (model size, per pool, per queue), in the Prometheus text format.
   Reply Metrics() const;
