@@ -57,10 +57,15 @@ Reply Service::DebugExplain(std::string_view pod_param, bool text) const {
     state = StrCat("placed on ", e.node);
   } else if (!e.admission.ok()) {
     state = "waiting (not admitted)";
+  } else if (e.job && (e.job->state == policy::JobState::kHead ||
+                        e.job->state == policy::JobState::kMayPreempt)) {
+    state = StrCat("next to start in queue ", e.job->queue,
+                   e.fits.empty() ? "; no node takes it now"
+                                  : " (the room it fits now is planned for jobs ahead of it)");
   } else if (e.fits.empty()) {
     state = "admitted; no node takes it now";
   } else {
-    state = StrCat("admitted; ", e.fits.size(), " node", e.fits.size() == 1 ? "" : "s", " take it now");
+    state = StrCat("admitted; ", e.fits.size(), " node", e.fits.size() == 1 ? " takes" : "s take", " it now");
   }
   if (text) {
     std::string out;

@@ -131,6 +131,20 @@ void QueueCounterfactuals(const AdmissionPlan& plan, const PlannedJob& job, cons
                             " is free"));
       return;
     }
+    case JobState::kHead:
+    case JobState::kMayPreempt: {
+      const size_t admitted = static_cast<size_t>(std::count_if(
+          plan.jobs.begin(), plan.jobs.end(), [&](const PlannedJob& other) {
+            return other.order < job.order && other.state == JobState::kAdmitted;
+          }));
+      if (admitted == 0) return;  // nothing planned ahead of it: room decides (see below)
+      out->push_back(StrCat("starts once room for ", job.request.DebugString(state.resources()),
+                            " is free beyond what the ", admitted, " admitted job",
+                            admitted == 1 ? "" : "s", " ahead of it take",
+                            admitted == 1 ? "s" : "", " (they bind first), or once pods of lower "
+                            "priority are preempted for it"));
+      return;
+    }
     case JobState::kBackfill: {
       const PlannedJob* head = plan.head ? &plan.jobs[*plan.head] : nullptr;
       out->push_back(StrCat("starts as soon as ", head != nullptr ? head->key : std::string("the next job"),
@@ -240,7 +254,7 @@ Explanation Explain(const Pipeline& pipeline, const core::ClusterState& state, c
         ++e.waiting_ahead;
         if (other.queue == job->queue) ++e.waiting_ahead_in_queue;
       }
-      if (!PassesAdmission(job->state)) QueueCounterfactuals(*plan, *job, e, state, &e.would_run_if);
+      if (job->state != JobState::kAdmitted) QueueCounterfactuals(*plan, *job, e, state, &e.would_run_if);
     }
   }
   if (!e.admission.ok()) {

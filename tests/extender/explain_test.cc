@@ -60,7 +60,7 @@ TEST_CASE("explain: resources: the closest node and what it lacks, or no node la
   Add(h, {MakePod("a").Cpu("7").Node("n0").Phase("Running"), MakePod("b").Cpu("5").Node("n1").Phase("Running"),
           MakePod("c").Cpu("6").Node("n2").Phase("Running"), MakePod("wants").Cpu("4")});
   Json e = Explain(h, "default/wants");
-  CHECK(e["state"] == "admitted; no node takes it now");
+  CHECK(e["state"] == "next to start in queue default; no node takes it now");
   CHECK(e["fits"]["count"] == 0);
   REQUIRE(e["rejected"].size() == 1);  // one verdict message for all three nodes
   CHECK(e["rejected"][0]["reason"] == "InsufficientResource");
@@ -99,6 +99,22 @@ TEST_CASE("explain: queues: position, backfill, limit, budget, unknown queue", "
   CHECK(e["admission"]["state"] == "backfill-blocked");
   CHECK(Counterfactual(e) == "starts as soon as default/head has started (it fits only in the room kept "
                              "for that job), or when room for cpu=1 pods=1 is free outside it");
+  e = Explain(h, "default/head");
+  CHECK(e["admission"]["state"] == "next");
+  CHECK(Contains(e["state"].get<std::string>(), "next to start in queue a"));
+  // Nothing is admitted ahead of it: what decides is room (n1 has 3 of its 4 CPUs free).
+  CHECK(Counterfactual(e) ==
+        "fits on node n1 once 1 more cpu are free there (pods of lower priority could be preempted for it)");
+
+  // Two jobs that fit, the second planned behind the first: it is told the room is planned.
+  Harness p;
+  AddNodes(p, 1, "4");
+  Add(p, {job("first", "", "4", 5), job("second", "", "4", 4)});
+  e = Explain(p, "default/second");
+  CHECK(e["state"] == "next to start in queue default (the room it fits now is planned for jobs ahead of it)");
+  CHECK(e["fits"]["count"] == 1);
+  CHECK(Counterfactual(e) == "starts once room for cpu=4 pods=1 is free beyond what the 1 admitted job ahead "
+                             "of it takes (they bind first), or once pods of lower priority are preempted for it");
   e = Explain(h, "default/later");
   CHECK(e["admission"]["reason"] == "QueueWaiting");
   CHECK(e["admission"]["waitingAhead"] == 2);
