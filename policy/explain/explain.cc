@@ -259,6 +259,15 @@ Explanation Explain(const Pipeline& pipeline, const core::ClusterState& state, c
   }
   if (!e.admission.ok()) {
     GangCounterfactuals(pipeline, state, pod, now, e.admission.reason, &e.would_run_if);
+    if (e.admission.reason == Reason::kCpuPerGpuTooLow) {
+      // The admission's detail has the numbers: "requests 500m cpu for 1 GPU; at least 1 cpu needed".
+      const std::string& d = e.admission.detail;
+      const size_t at = d.find("at least ");
+      e.would_run_if.push_back(at == std::string::npos
+                                   ? std::string("it asks for more CPU per GPU (gpu.minCpuPerGpu)")
+                                   : StrCat("it asks for ", d.substr(at, d.size() - at - std::string(" needed").size()),
+                                            " (gpu.minCpuPerGpu per GPU; it ", d.substr(0, d.find(';')), ")"));
+    }
     NodeGroup all{e.admission, {}};
     state.ForEachNode([&](core::NodeSlot, const core::NodeState& n) { all.nodes.push_back(n.node.name); });
     if (!all.nodes.empty()) e.rejected.push_back(std::move(all));
@@ -287,10 +296,36 @@ Explanation Explain(const Pipeline& pipeline, const core::ClusterState& state, c
   std::stable_sort(e.rejected.begin(), e.rejected.end(),
                    [](const NodeGroup& a, const NodeGroup& b) { return a.nodes.size() > b.nodes.size(); });
   if (e.fits.empty()) {
-    if (std::any_of(failed.begin(), failed.end(),
-                    [](const auto& f) { return f.second == Reason::kUnknownPool; })) {
+    auto any = [&](Reason r) {
+      return std::any_of(failed.begin(), failed.end(), [r](const auto& f) { return f.second == r; });
+    };
+    if (any(Reason::kUnknownPool)) {
       e.would_run_if.push_back(StrCat("a Pool named ", e.pool, " exists (berth.io/v1alpha1), or the pod's ",
                                       "berth.io/pool annotation names one that does"));
+    }
+    if (any(Reason::kBorrowingDisabled)) {
+      e.would_run_if.push_back(StrCat("room frees in its home pool ", e.pool, ", or pool ", e.pool,
+                                      " allows borrowing (spec.disableBorrowing: false)"));
+    }
+    if (any(Reason::kSharingDisabled)) {
+      // The pools whose nodes would take it, were they lent.
+      const std::shared_ptr<const PoolMap> map = PoolMap::Build(state);
+      std::vector<std::string> closed;
+      for (const auto& [slot, reason] : failed) {
+        if (reason != Reason::kSharingDisabled) continue;
+        const std::string& name = map->pool(map->PoolOf(slot)).name;
+        if (std::find(closed.begin(), closed.end(), name) == closed.end()) closed.push_back(name);
+      }
+      std::string names;
+      for (const std::string& n : closed) StrAppend(&names, names.empty() ? "" : ", ", n);
+      e.would_run_if.push_back(StrCat("pool ", names, " lends its nodes (spec.disableSharing: false), ",
+                                      "or room frees in its home pool ", e.pool));
+    }
+    if (any(Reason::kGpuReserved)) {
+      e.would_run_if.push_back(StrCat(
+          "it asks for less CPU or memory: GPU nodes keep gpu.reservedCpuPerGpu and "
+          "gpu.reservedMemoryPerGpu per free GPU out of reach of CPU-only pods (see the detail of "
+          "the GpuReserved nodes), or their GPUs are taken"));
     }
     const bool resources = std::any_of(failed.begin(), failed.end(),
                                        [](const auto& f) { return IsResourceShortage(f.second); });

@@ -214,5 +214,56 @@ TEST_CASE("explain: pools, placed and foreign pods, and the text report", "[expl
   CHECK(e["wouldRunIf"].empty());
 }
 
+// Pool "a" (node a1, full of its own pod) and pool "b" (node b1, empty).
+void TwoPools(Harness& h, bool a_borrows, bool b_shares) {
+  MakePool a = MakePool("a").Label("pool", "a");
+  if (!a_borrows) a.NoBorrowing();
+  MakePool b = MakePool("b").Label("pool", "b");
+  if (!b_shares) b.NoSharing();
+  h.Apply(Json::array({Event("ADDED", a.Obj()), Event("ADDED", b.Obj()),
+                       Event("ADDED", MakeNode("a1").Cpu("8").Pods(110).Label("pool", "a").Obj()),
+                       Event("ADDED", MakeNode("b1").Cpu("8").Pods(110).Label("pool", "b").Obj()),
+                       Event("ADDED", MakePod("a-own").Cpu("8").Annotation("berth.io/pool", "a")
+                                          .Node("a1").Phase("Running").Obj()),
+                       Event("ADDED", MakePod("p").Cpu("1").Annotation("berth.io/pool", "a").Obj())}));
+}
+
+TEST_CASE("explain: pools that do not borrow or do not lend", "[explain]") {
+  {
+    Harness h;
+    TwoPools(h, /*a_borrows=*/false, /*b_shares=*/true);
+    const Json e = Explain(h, "default/p");
+    bool borrowing = false;
+    for (const Json& g : e["rejected"]) borrowing = borrowing || g["reason"] == "BorrowingDisabled";
+    CHECK(borrowing);
+    CHECK(Counterfactual(e) == "room frees in its home pool a, or pool a allows borrowing (spec.disableBorrowing: false)");
+  }
+  {
+    Harness h;
+    TwoPools(h, /*a_borrows=*/true, /*b_shares=*/false);
+    const Json e = Explain(h, "default/p");
+    bool sharing = false;
+    for (const Json& g : e["rejected"]) sharing = sharing || g["reason"] == "SharingDisabled";
+    CHECK(sharing);
+    CHECK(Counterfactual(e) == "pool b lends its nodes (spec.disableSharing: false), or room frees in its home pool a");
+  }
+}
+
+TEST_CASE("explain: GPU rules: CPU kept for free GPUs, too little CPU per GPU", "[explain]") {
+  policy::PolicyConfig reject;
+  reject.gpu.min_cpu_action = policy::GpuConfig::MinCpuAction::kReject;
+  Harness h(reject);
+  h.Apply(Json::array({Event("ADDED", MakeNode("g").Cpu("16").Memory("64Gi").Gpu(4).Pods(110).Obj())}));
+  // A CPU-only pod that would leave less than 2 CPUs per free GPU.
+  Add(h, {MakePod("cpu-hungry").Cpu("12"), MakePod("starved").Cpu("500m").Gpu(1)});
+  Json e = Explain(h, "default/cpu-hungry");
+  CHECK(e["rejected"][0]["reason"] == "GpuReserved");
+  CHECK(Contains(e["rejected"][0]["detail"].get<std::string>(), "4 of 4 GPUs free"));
+  CHECK(Contains(Counterfactual(e), "it asks for less CPU or memory"));
+  e = Explain(h, "default/starved");
+  CHECK(e["admission"]["reason"] == "CpuPerGpuTooLow");
+  CHECK(Counterfactual(e) == "it asks for at least 1 cpu (gpu.minCpuPerGpu per GPU; it requests 500m cpu for 1 GPU)");
+}
+
 }  // namespace
 }  // namespace berth::testing
