@@ -209,6 +209,20 @@ void GangCounterfactuals(const Pipeline& pipeline, const core::ClusterState& sta
                             g.min_member - o.placeable == 1 ? "" : "s", " is free"));
       return;
     }
+    case Reason::kGangElasticWaiting: {
+      if (g.Frozen(now) && g.record != nullptr) {
+        const absl::Duration left =
+            absl::Trunc(g.record->resized + g.freeze_window - now, absl::Seconds(1));
+        out->push_back(StrCat("gang ", g.Key(), "'s freeze window ends (in ",
+                              absl::FormatDuration(left), "), and room for ",
+                              pod.request.DebugString(state.resources()), " is free near the gang"));
+      } else {
+        out->push_back(StrCat("room for ", pod.request.DebugString(state.resources()),
+                              " is free near gang ", g.Key(),
+                              " (free room goes to the least fulfilled elastic gang first)"));
+      }
+      return;
+    }
     case Reason::kGangMaxHops: {
       GangView relaxed = g;
       relaxed.max_hops.reset();
@@ -295,6 +309,13 @@ Explanation Explain(const Pipeline& pipeline, const core::ClusterState& state, c
   });
   std::stable_sort(e.rejected.begin(), e.rejected.end(),
                    [](const NodeGroup& a, const NodeGroup& b) { return a.nodes.size() > b.nodes.size(); });
+  // Room being reclaimed for it (pool reclaim): it runs once the victims have left.
+  if (const core::Reservation* r = state.FindReservation(pod.uid.view());
+      r != nullptr && r->gang.empty()) {
+    const NodeVerdict v = ReclaimInProgressVerdict(state, *r);
+    e.would_run_if.push_back(StrCat(v.message.substr(std::min<size_t>(v.message.size(), 7)),
+                                    "; it runs there once they have left (the room is held for it)"));
+  }
   if (e.fits.empty()) {
     auto any = [&](Reason r) {
       return std::any_of(failed.begin(), failed.end(), [r](const auto& f) { return f.second == r; });

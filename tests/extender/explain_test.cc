@@ -265,5 +265,89 @@ TEST_CASE("explain: GPU rules: CPU kept for free GPUs, too little CPU per GPU", 
   CHECK(Counterfactual(e) == "it asks for at least 1 cpu (gpu.minCpuPerGpu per GPU; it requests 500m cpu for 1 GPU)");
 }
 
+// Records evictions without carrying them out: the victims stay, as they would while they exit.
+class SlowEvictor final : public extender::EvictorInterface {
+ public:
+  absl::Status Evict(const core::Pod& victim, const core::Pod&, std::string_view) override {
+    evicted.push_back(victim.Key());
+    return absl::OkStatus();
+  }
+  std::vector<std::string> evicted;
+};
+
+TEST_CASE("explain: home pool with room, the lender pool, a reclaim under way", "[explain]") {
+  Harness h;
+  h.Apply(Json::array({Event("ADDED", MakePool("a").Label("pool", "a").Obj()),
+                       Event("ADDED", MakePool("b").Label("pool", "b").Obj()),
+                       Event("ADDED", MakePool("c").Label("pool", "c").Obj()),
+                       Event("ADDED", MakeNode("a1").Cpu("8").Pods(110).Label("pool", "a").Obj()),
+                       Event("ADDED", MakeNode("b1").Cpu("8").Pods(110).Label("pool", "b").Obj()),
+                       Event("ADDED", MakeNode("c1").Cpu("4").Pods(110).Label("pool", "c").Obj())}));
+  Add(h, {MakePod("home").Cpu("1").Annotation("berth.io/pool", "a")});
+  Json e = Explain(h, "default/home");
+  CHECK(e["fits"]["nodes"] == Json::array({"a1"}));
+  CHECK(e["rejected"][0]["reason"] == "HomePoolHasRoom");
+  CHECK(e["rejected"][0]["count"] == 2);
+  CHECK(e["wouldRunIf"].empty());  // it runs now
+
+  // a is full: borrowing goes to b (most free room); c's node is not the lender.
+  Add(h, {MakePod("a-own").Cpu("8").Annotation("berth.io/pool", "a").Node("a1").Phase("Running"),
+          MakePod("borrower").Cpu("2").Annotation("berth.io/pool", "a")});
+  e = Explain(h, "default/borrower");
+  CHECK(e["fits"]["nodes"] == Json::array({"b1"}));
+  bool not_lender = false;
+  for (const Json& g : e["rejected"]) not_lender = not_lender || g["reason"] == "NotLenderPool";
+  CHECK(not_lender);
+
+  // A pod of pool b whose home is full of a's borrower: the borrower is evicted (slowly) and
+  // the room held; explain says what it waits for.
+  SlowEvictor evictor;
+  h.service().SetEvictor(&evictor);
+  Add(h, {MakePod("lent").Cpu("8").Annotation("berth.io/pool", "a").Node("b1").Phase("Running"),
+          MakePod("b-job").Cpu("4").Annotation("berth.io/pool", "b")});
+  const Verdicts v = FilterPod(h, MakePod("b-job").Cpu("4").Annotation("berth.io/pool", "b"), {"a1", "b1", "c1"});
+  CHECK(evictor.evicted == std::vector<std::string>{"default/lent"});
+  CHECK(Contains(v.Why("b1"), "room held on node b1"));
+  e = Explain(h, "default/b-job");
+  CHECK(Counterfactual(e) == "reclaim in pool b: room held on node b1, waiting for 1 evicted pod(s) to exit: "
+                             "default/lent; it runs there once they have left (the room is held for it)");
+}
+
+TEST_CASE("explain: a resource no node offers, a gang member's reserved node, an elastic member", "[explain]") {
+  Harness h;
+  AddNodes(h, 3, "8");
+  // Learned from a filter: the pod asks for a resource no node has ever advertised.
+  const MakePod fpga = MakePod("fpga").Cpu("1").Request("example.com/fpga", "1");
+  FilterPod(h, fpga, {"n0"});
+  Json e = Explain(h, "default/fpga");
+  CHECK(e["rejected"][0]["reason"] == "ResourceNotOffered");
+  CHECK(Counterfactual(e) == "no node advertises example.com/fpga: it runs only once a node offers it");
+
+  // A gang of 2 (minimum 2) plus an elastic third member; each takes a whole node.
+  h.Apply(Json::array({Event("ADDED", MakePodGroup("g").Namespace("ml").MinMember(2).Obj())}));
+  auto member = [](int i) {
+    return MakePod(StrCat("g-", i)).Namespace("ml").Cpu("6").Label("scheduling.x-k8s.io/pod-group", "g");
+  };
+  Add(h, {member(0), member(1)});
+  REQUIRE(FilterPod(h, member(0), {"n0", "n1", "n2"}).fit.size() == 1);  // the gang is reserved
+  e = Explain(h, "ml/g-1");
+  REQUIRE(e["fits"]["count"] == 1);
+  bool elsewhere = false;
+  for (const Json& g : e["rejected"]) elsewhere = elsewhere || g["reason"] == "GangReservedElsewhere";
+  CHECK(elsewhere);
+  // Bind both; a third member waits for room (the third node is taken by someone else).
+  for (int i = 0; i < 2; ++i) {
+    const Verdicts v = FilterPod(h, member(i), {"n0", "n1", "n2"});
+    REQUIRE(v.fit.size() == 1);
+    BindOk(h, member(i), v.fit[0]);
+  }
+  Add(h, {MakePod("other").Cpu("8").Node("n2").Phase("Running"), member(2)});
+  h.clock().Advance(absl::Minutes(5));
+  e = Explain(h, "ml/g-2");
+  CHECK(e["admission"]["reason"] == "GangElasticWaiting");
+  CHECK(Counterfactual(e) == "room for cpu=6 pods=1 is free near gang ml/g (free room goes to the least "
+                             "fulfilled elastic gang first)");
+}
+
 }  // namespace
 }  // namespace berth::testing
