@@ -251,7 +251,6 @@ Reply Service::FilterVerb(std::string_view body) {
       }
     }
   }
-  if (managed && none_fit(verdicts)) NoteWaiting(args->pod, verdicts);
   // One count per reason code this call gave (not per node: a call over 5,000 nodes is one
   // pod's answer), and one log line per decision: how many nodes gave each reason.
   std::vector<std::pair<policy::Reason, int>> reasons;
@@ -265,6 +264,7 @@ Reply Service::FilterVerb(std::string_view body) {
       ++it->second;
     }
   }
+  if (managed && none_fit(verdicts)) NoteWaiting(args->pod, verdicts, reasons);
   if (spdlog::should_log(spdlog::level::debug)) {
     int rejected = 0;
     std::string summary;

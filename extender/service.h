@@ -273,7 +273,9 @@ class Service {
   absl::Mutex waiting_mu_;
   std::map<std::string, WaitingNote, std::less<>> waiting_ ABSL_GUARDED_BY(waiting_mu_);
   /// Records why a pod waits after a filter where no node fits.
-  void NoteWaiting(const core::Pod& pod, const std::vector<policy::NodeVerdict>& verdicts);
+  /// \param reasons how many nodes gave each reason code (the filter counts them once).
+  void NoteWaiting(const core::Pod& pod, const std::vector<policy::NodeVerdict>& verdicts,
+                   const std::vector<std::pair<policy::Reason, int>>& reasons);
   /// Writes the due Events (deduplicated, rate-limited). \return how many were written.
   int WriteWaitingEvents(absl::Time now);
   mutable extender::Metrics metrics_;

@@ -11,22 +11,22 @@
 
 namespace berth::extender {
 
-void Service::NoteWaiting(const core::Pod& pod, const std::vector<policy::NodeVerdict>& verdicts) {
-  if (pod_events_ == nullptr || verdicts.empty()) return;
+void Service::NoteWaiting(const core::Pod& pod, const std::vector<policy::NodeVerdict>& verdicts,
+                          const std::vector<std::pair<policy::Reason, int>>& reasons) {
+  if (pod_events_ == nullptr) return;
   // The reason most nodes gave (berth's own decisions, such as a queue position, are the same
   // on every node), with how many nodes gave it when not all did.
-  std::map<policy::Reason, std::pair<int, const policy::NodeVerdict*>> by_reason;
-  for (const policy::NodeVerdict& v : verdicts) {
-    if (v.ok() || v.reason == policy::Reason::kUnknownNode) continue;
-    auto& [count, first] = by_reason[v.reason];
-    if (count++ == 0) first = &v;
-  }
-  if (by_reason.empty()) return;
-  auto top = std::max_element(by_reason.begin(), by_reason.end(), [](const auto& a, const auto& b) {
-    return a.second.first < b.second.first;
-  });
-  const int count = top->second.first;
-  const policy::NodeVerdict& v = *top->second.second;
+  auto rank = [](const std::pair<policy::Reason, int>& r) {
+    return r.first == policy::Reason::kUnknownNode ? -1 : r.second;
+  };
+  auto top = std::max_element(reasons.begin(), reasons.end(),
+                              [&](const auto& a, const auto& b) { return rank(a) < rank(b); });
+  if (top == reasons.end() || top->first == policy::Reason::kUnknownNode) return;
+  auto first = std::find_if(verdicts.begin(), verdicts.end(),
+                            [&](const policy::NodeVerdict& v) { return !v.ok() && v.reason == top->first; });
+  if (first == verdicts.end()) return;
+  const policy::NodeVerdict& v = *first;
+  const int count = top->second;
   std::string message = v.message;
   if (count < static_cast<int>(verdicts.size())) {
     StrAppend(&message, " (", count, " of ", verdicts.size(), " nodes)");
