@@ -2,7 +2,6 @@
 // as an Event on the pod, deduplicated and rate-limited, so that `kubectl describe pod` says why
 // without a pod retried every second flooding the API server.
 #include <algorithm>
-#include <map>
 #include <utility>
 
 #include "core/strings.h"
