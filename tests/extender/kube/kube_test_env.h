@@ -91,6 +91,11 @@ class KubeBerth {
   bool WaitReady() {
     return WaitFor([this] { return service_->Readyz().status == 200; });
   }
+  /// Start(), then waits for readiness; \return whether berth became ready.
+  bool StartReady() {
+    Start();
+    return WaitReady();
+  }
   /// Requested milli-CPU on a node in berth's model (-1: node unknown).
   int64_t NodeCpuMilli(const std::string& node) {
     auto view = model_.Read();

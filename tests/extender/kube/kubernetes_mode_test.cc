@@ -41,8 +41,7 @@ TEST_CASE("kubernetes mode: lists, then watches; ready only after every first li
   api.InjectFailure({.method = "GET", .path_prefix = "/api/v1/nodes", .code = 503, .times = 3});
   KubeBerth berth(api);
   CHECK(berth.service().Readyz().status == 503);
-  berth.Start();
-  REQUIRE(berth.WaitReady());
+  REQUIRE(berth.StartReady());
   CHECK(berth.reflector("nodes").stats().errors >= 1);
   CHECK(berth.NodeCpuMilli("n1") == 3000);  // the default-scheduler pod counts
   CHECK(berth.HasPod(UidOf(api, "ml", "train-0")));
@@ -88,8 +87,7 @@ TEST_CASE("kubernetes mode: watches resume from bookmarks and after dropped stre
   FakeApiServer api;
   Seed(api);
   KubeBerth berth(api);
-  berth.Start();
-  REQUIRE(berth.WaitReady());
+  REQUIRE(berth.StartReady());
   REQUIRE(api.WaitFor([](FakeApiServer& s) { return s.open_watches("pods") == 1; }));
 
   SECTION("a bookmark moves the resourceVersion the next watch starts from") {
@@ -150,8 +148,7 @@ TEST_CASE("kubernetes mode: 410 Gone relists and drops objects deleted meanwhile
                          MakePod("old").Namespace("web").Scheduler("default-scheduler").Cpu("1")
                              .Node("n2").Phase("Running").Obj()).ok());
       KubeBerth berth(api);
-      berth.Start();
-      REQUIRE(berth.WaitReady());
+      REQUIRE(berth.StartReady());
       REQUIRE(berth.NodeCpuMilli("n2") == 1000);
       // The pod watch cannot reconnect while the pod is deleted and history compacted.
       api.InjectFailure({.method = "GET", .path_prefix = "/api/v1/pods", .code = 503, .times = -1});
@@ -170,8 +167,7 @@ TEST_CASE("kubernetes mode: 410 Gone relists and drops objects deleted meanwhile
     FakeApiServer api;
     Seed(api);
     KubeBerth berth(api);
-    berth.Start();
-    REQUIRE(berth.WaitReady());
+    REQUIRE(berth.StartReady());
     REQUIRE(api.WaitFor([](FakeApiServer& s) { return s.open_watches("nodes") == 1; }));
     api.InjectWatchError("nodes", 410);
     CHECK(berth.WaitFor([&] { return berth.reflector("nodes").stats().lists == 2; }));
@@ -185,8 +181,7 @@ TEST_CASE("kubernetes mode: 429 answers are waited out as Retry-After asks", "[k
                      .retry_after_seconds = 1, .times = 1});
   KubeBerth berth(api);
   const auto start = std::chrono::steady_clock::now();
-  berth.Start();
-  REQUIRE(berth.WaitReady());
+  REQUIRE(berth.StartReady());
   // The reflector's own backoff is 10 ms here; only Retry-After explains a second's wait.
   CHECK(std::chrono::steady_clock::now() - start >= std::chrono::milliseconds(950));
   CHECK(api.CountCalls("GET", "/api/v1/nodes") >= 2);
@@ -198,8 +193,7 @@ TEST_CASE("kubernetes mode: berth works without its optional CRDs", "[kubernetes
   api.SetInstalled("podgroups", false);
   api.SetInstalled("pools", false);
   KubeBerth berth(api);
-  berth.Start();
-  REQUIRE(berth.WaitReady());
+  REQUIRE(berth.StartReady());
   // Installed later: picked up by the periodic retry.
   api.SetInstalled("pools", true);
   REQUIRE(api.Create("pools", "", MakePool("gpu").Label("pool", "gpu").Obj()).ok());
@@ -214,8 +208,7 @@ TEST_CASE("kubernetes mode: bind creates pods/binding; failures forget the place
   FakeApiServer api;
   Seed(api);
   KubeBerth berth(api);  // leader election off: this replica binds and evicts
-  berth.Start();
-  REQUIRE(berth.WaitReady());
+  REQUIRE(berth.StartReady());
   const std::string uid = UidOf(api, "ml", "train-0");
   const Json bind = {{"PodName", "train-0"}, {"PodNamespace", "ml"}, {"PodUID", uid}, {"Node", "n2"}};
 
@@ -270,8 +263,7 @@ TEST_CASE("kubernetes mode: evictions, events and annotation patches", "[kuberne
   FakeApiServer api;
   Seed(api);
   KubeBerth berth(api);  // leader election off: this replica binds and evicts
-  berth.Start();
-  REQUIRE(berth.WaitReady());
+  REQUIRE(berth.StartReady());
   auto& writer = berth.runtime().writer();
   const std::string uid = UidOf(api, "web", "frontend");
 

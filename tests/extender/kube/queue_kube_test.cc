@@ -34,8 +34,7 @@ TEST_CASE("kubernetes mode: an admitted job is nudged by an annotation patch, on
   REQUIRE(api.start_status().ok());
   Seed(api);
   KubeBerth berth(api);
-  berth.Start();
-  REQUIRE(berth.WaitReady());
+  REQUIRE(berth.StartReady());
 
   // "first" is next to start (it goes on to the node filters, where kube-scheduler may preempt
   // for it): nudged. "second" waits behind it, untouched.
@@ -76,8 +75,7 @@ TEST_CASE("kubernetes mode: why a pod waits is an Event on it, written once", "[
   REQUIRE(api.start_status().ok());
   Seed(api);
   KubeBerth berth(api);
-  berth.Start();
-  REQUIRE(berth.WaitReady());
+  REQUIRE(berth.StartReady());
   // "second" waits behind "first" in its queue: kube-scheduler asks twice, one Event is written.
   const Json second = api.Get("pods", "ml", "second").value();
   for (int i = 0; i < 2; ++i) {

@@ -30,8 +30,7 @@ TEST_CASE("RBAC in manifests/ covers every API call berth makes, and nothing mor
     options.leader_election.lease_namespace = policy.ns;
     options.pool_status_interval = absl::Milliseconds(100);
     KubeBerth berth(api, options, "berth-0_abc");
-    berth.Start();
-    REQUIRE(berth.WaitReady());
+    REQUIRE(berth.StartReady());
     REQUIRE(berth.WaitFor([&] { return berth.runtime().elector()->IsLeader(); }));
     // Every collection is watched once its list is in (the watch opens just after).
     REQUIRE(api.WaitFor([](FakeApiServer& s) {

@@ -49,8 +49,7 @@ TEST_CASE("kubernetes mode: reclaim evicts through the Eviction API and holds th
   REQUIRE(api.start_status().ok());
   Seed(api);
   KubeBerth berth(api);
-  berth.Start();
-  REQUIRE(berth.WaitReady());
+  REQUIRE(berth.StartReady());
   const std::string uid = UidOf(api, "b-job");
   const std::string victim_uid = UidOf(api, "borrow-b1");
 
@@ -134,8 +133,7 @@ TEST_CASE("kubernetes mode: a follower never reclaims", "[kubernetes][reclaim]")
                             {"renewTime", "2099-01-01T00:00:00.000000Z"},
                             {"acquireTime", "2099-01-01T00:00:00.000000Z"}}}}).ok());
   KubeBerth berth(api, FastOptions(/*elect=*/true), "me");
-  berth.Start();
-  REQUIRE(berth.WaitReady());
+  REQUIRE(berth.StartReady());
   berth.service().Filter(FilterArgs(api, "b-job").dump());
   CHECK(berth.service().Housekeeping() == 0);
   CHECK(api.evictions().empty());
