@@ -1062,27 +1062,16 @@ nlohmann::json EncodeTime(absl::Time t) {
 }
 
 nlohmann::json EncodePoolStats(const policy::PoolStats& stats, const core::ResourceNames& names) {
-  // The seed's resource columns: cpu, gpu, memory, storage.
-  static constexpr std::array<std::pair<const char*, core::ResourceId>, 4> kColumns = {
-      {{"cpu", core::kCpu},
-       {"nvidia.com/gpu", core::kNvidiaGpu},
-       {"memory", core::kMemory},
-       {"ephemeral-storage", core::kEphemeralStorage}}};
-  static constexpr std::array<std::pair<const char*, policy::PoolStats::Row policy::PoolStats::*>, 6>
-      kRows = {{{"capacity", &policy::PoolStats::capacity},
-                {"allocatable", &policy::PoolStats::allocatable},
-                {"used", &policy::PoolStats::used},
-                {"shared", &policy::PoolStats::shared},
-                {"borrowed", &policy::PoolStats::borrowed},
-                {"pending", &policy::PoolStats::pending}}};
   nlohmann::json out = {{"flags", stats.Flags()}};
-  for (const auto& [key, member] : kRows) {
+  for (const auto& [key, member] : policy::kPoolStatsRows) {
     const policy::PoolStats::Row& r = stats.*member;
     nlohmann::json row = nlohmann::json::object();
-    for (const auto& [name, id] : kColumns) row[name] = core::FormatAmount(names, id, r.resources.Get(id));
+    for (const auto& [name, id] : policy::kPoolStatsResources) {
+      row[std::string(name)] = core::FormatAmount(names, id, r.resources.Get(id));
+    }
     row["nodes"] = r.nodes;
     row["pods"] = r.pods;
-    out[key] = std::move(row);
+    out[std::string(key)] = std::move(row);
   }
   return out;
 }

@@ -1,6 +1,7 @@
 #include "extender/service.h"
 
 #include <algorithm>
+#include <cctype>
 
 #include "core/strings.h"
 #include "extender/json.h"
@@ -672,21 +673,15 @@ Reply Service::DebugPools(bool text) const {
   const std::vector<policy::PoolStats> stats =
       policy::ComputePoolStats(*view, *map, options_.scheduler_name);
   if (text) {
-    // The seed's resource columns: cpu, gpu, memory, storage, nodes, pods.
-    const std::vector<std::pair<const char*, core::ResourceId>> columns = {
-        {"cpu", core::kCpu}, {"nvidia.com/gpu", core::kNvidiaGpu}, {"memory", core::kMemory},
-        {"ephemeral-storage", core::kEphemeralStorage}};
-    const std::vector<std::pair<const char*, const policy::PoolStats::Row policy::PoolStats::*>> rows = {
-        {"Capacity", &policy::PoolStats::capacity}, {"Allocatable", &policy::PoolStats::allocatable},
-        {"Used", &policy::PoolStats::used},         {"Shared", &policy::PoolStats::shared},
-        {"Borrowed", &policy::PoolStats::borrowed}, {"Pending", &policy::PoolStats::pending}};
     TextTable t({"POOL", "FLAGS", "", "CPU", "GPU", "MEMORY", "STORAGE", "NODES", "PODS"});
     for (const policy::PoolStats& p : stats) {
       bool first = true;
-      for (const auto& [label, member] : rows) {
+      for (const auto& [row, member] : policy::kPoolStatsRows) {
         const policy::PoolStats::Row& r = p.*member;
+        std::string label(row);  // the seed's table capitalises the row names
+        label[0] = static_cast<char>(std::toupper(static_cast<unsigned char>(label[0])));
         std::vector<std::string> cells = {first ? p.name : "", first ? p.Flags() : "", label};
-        for (const auto& [name, id] : columns) {
+        for (const auto& [name, id] : policy::kPoolStatsResources) {
           cells.push_back(core::FormatAmount(names, id, r.resources.Get(id)));
         }
         cells.push_back(StrCat(r.nodes));

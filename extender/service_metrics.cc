@@ -11,22 +11,6 @@
 #include "policy/queue/queue.h"
 
 namespace berth::extender {
-namespace {
-
-/// The resources the pool gauges report, in base units: CPU in cores, memory and storage in
-/// bytes, GPUs in devices.
-struct GaugeResource {
-  std::string_view label;
-  core::ResourceId id;
-  double scale;
-};
-constexpr GaugeResource kPoolResources[] = {{"cpu", core::kCpu, 1e-3},
-                                            {"memory", core::kMemory, 1},
-                                            {"nvidia.com/gpu", core::kNvidiaGpu, 1},
-                                            {"ephemeral-storage", core::kEphemeralStorage, 1}};
-
-}  // namespace
-
 Reply Service::Metrics() const {
   std::string out;
   PromWriter w(&out);
@@ -56,20 +40,17 @@ Reply Service::Metrics() const {
   const std::shared_ptr<const policy::PoolMap> map = policy::PoolMap::Build(*view);
   const std::vector<policy::PoolStats> pools =
       policy::ComputePoolStats(*view, *map, options_.scheduler_name);
-  const std::vector<std::pair<std::string_view, const policy::PoolStats::Row policy::PoolStats::*>> rows = {
-      {"capacity", &policy::PoolStats::capacity}, {"allocatable", &policy::PoolStats::allocatable},
-      {"used", &policy::PoolStats::used},         {"shared", &policy::PoolStats::shared},
-      {"borrowed", &policy::PoolStats::borrowed}, {"pending", &policy::PoolStats::pending}};
-  for (const auto& [row, member] : rows) {
+  for (const auto& [row, member] : policy::kPoolStatsRows) {
     const std::string name = StrCat("berth_pool_", row);
     w.Family(name, "gauge",
              StrCat("Pool statistics (GET /debug/pools), row ", row,
                     ": CPU in cores, memory and storage in bytes, GPUs, nodes and pods."));
     for (const policy::PoolStats& p : pools) {
       const policy::PoolStats::Row& r = p.*member;
-      for (const GaugeResource& res : kPoolResources) {
-        w.Sample(name, {{"pool", p.name}, {"resource", res.label}},
-                 static_cast<double>(r.resources.Get(res.id)) * res.scale);
+      // Base units: CPU in cores (the model counts millicores), the rest as the model has them.
+      for (const auto& [resource, id] : policy::kPoolStatsResources) {
+        w.Sample(name, {{"pool", p.name}, {"resource", resource}},
+                 static_cast<double>(r.resources.Get(id)) * (id == core::kCpu ? 1e-3 : 1));
       }
       w.Sample(name, {{"pool", p.name}, {"resource", "nodes"}}, static_cast<double>(r.nodes));
       w.Sample(name, {{"pool", p.name}, {"resource", "pods"}}, static_cast<double>(r.pods));

@@ -1,5 +1,6 @@
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -94,6 +95,21 @@ struct PoolStats {
   /// The seed's flags: "p" preemption, "b" borrowing, "s" sharing, "-" where disabled.
   std::string Flags() const;
 };
+
+/// The rows of the pool table, spelled as Pool.status and /metrics spell them ("capacity").
+inline constexpr std::array<std::pair<std::string_view, PoolStats::Row PoolStats::*>, 6>
+    kPoolStatsRows = {{{"capacity", &PoolStats::capacity},
+                       {"allocatable", &PoolStats::allocatable},
+                       {"used", &PoolStats::used},
+                       {"shared", &PoolStats::shared},
+                       {"borrowed", &PoolStats::borrowed},
+                       {"pending", &PoolStats::pending}}};
+/// The seed's resource columns of the pool table: cpu, gpu, memory, storage.
+inline constexpr std::array<std::pair<std::string_view, core::ResourceId>, 4> kPoolStatsResources = {
+    {{"cpu", core::kCpu},
+     {"nvidia.com/gpu", core::kNvidiaGpu},
+     {"memory", core::kMemory},
+     {"ephemeral-storage", core::kEphemeralStorage}}};
 
 /// Statistics of every pool of `map`. \param scheduler_name pods of this scheduler have home
 /// pools; the others only use capacity.
