@@ -203,15 +203,16 @@ Reply Service::FilterVerb(std::string_view body) {
   }
   const bool managed = args->pod.scheduler_name == options_.scheduler_name;
   const bool gang_member = managed && policy::GangOf(args->pod).has_value();
-  // A gang is admitted whole before any member is filtered: room for every member it needs is
-  // planned against one view and reserved at once.
   // A job waiting in its queue is answered by the queue's admission module alone: no gang
-  // reservation, no reclaim on its behalf.
-  bool queued = false;
+  // reservation, no reclaim on its behalf. The verdict is asked once and handed to the module.
+  std::optional<policy::NodeVerdict> queue_verdict;
   if (managed && pipeline_->fair_share() != nullptr) {
     auto view = model_->Read();
-    queued = WaitsInQueue(*view, args->pod);
+    queue_verdict = QueueVerdict(*view, args->pod);
   }
+  const bool queued = queue_verdict.has_value() && !queue_verdict->ok();
+  // A gang is admitted whole before any member is filtered: room for every member it needs is
+  // planned against one view and reserved at once.
   std::optional<policy::NodeVerdict> gang_waiting;
   if (gang_member && !queued) gang_waiting = PrepareGang(args->pod);
   auto run = [&](bool reclaim_blocked = false) {
@@ -221,7 +222,8 @@ Reply Service::FilterVerb(std::string_view body) {
                                    .now = clock_->Now(),
                                    .explain = false,
                                    .reclaim_blocked = reclaim_blocked,
-                                   .gang_waiting = gang_waiting ? &*gang_waiting : nullptr};
+                                   .gang_waiting = gang_waiting ? &*gang_waiting : nullptr,
+                                   .queue_verdict = queue_verdict ? &*queue_verdict : nullptr};
     return pipeline_->Filter(ctx, args->node_names);
   };
   auto none_fit = [](const std::vector<policy::NodeVerdict>& v) {
@@ -390,7 +392,7 @@ int Service::Housekeeping() {
           now - p.pod.creation < kReclaimPendingAfter ||
           view->FindBind(p.pod.uid.view()) != nullptr ||
           view->FindReservation(p.pod.uid.view()) != nullptr ||
-          (pipeline_->fair_share() != nullptr && WaitsInQueue(*view, p.pod))) {
+          (pipeline_->fair_share() != nullptr && !QueueVerdict(*view, p.pod).ok())) {
         return;
       }
       pending.push_back(p.pod);

@@ -248,8 +248,9 @@ class Service {
   void GangHousekeeping(absl::Time now, const std::vector<std::string>& expired_gangs);
 
   // Queues (service_queues.cc).
-  /// Whether the pod waits in its queue (its job is neither admitted nor next to start).
-  bool WaitsInQueue(const core::ClusterState& state, const core::Pod& pod) const;
+  /// The queue's verdict for the pod (policy::AdmissionVerdict on the current plan): kFit
+  /// unless it waits in its queue. Requires the queue module (pipeline_->fair_share()).
+  policy::NodeVerdict QueueVerdict(const core::ClusterState& state, const core::Pod& pod) const;
   /// Asks the next admission tick to nudge the pods of `requests` except `skip_uid`.
   void QueueNudges(const std::vector<core::ReservationRequest>& requests, std::string_view skip_uid,
                    std::string_view why);

@@ -19,12 +19,12 @@ std::string Percent(double part, double whole) {
 
 }  // namespace
 
-bool Service::WaitsInQueue(const core::ClusterState& state, const core::Pod& pod) const {
+policy::NodeVerdict Service::QueueVerdict(const core::ClusterState& state, const core::Pod& pod) const {
   policy::FairShare* book = pipeline_->fair_share();
-  if (book == nullptr || pod.scheduler_name != options_.scheduler_name) return false;
+  if (book == nullptr || pod.scheduler_name != options_.scheduler_name) return policy::NodeVerdict::Ok();
   std::shared_ptr<const policy::AdmissionPlan> plan =
       book->PlanFor(state, clock_->Now(), pod.uid.view());
-  return !policy::AdmissionVerdict(*plan, state, pod).ok();
+  return policy::AdmissionVerdict(*plan, state, pod);
 }
 
 void Service::QueueNudges(const std::vector<core::ReservationRequest>& requests,

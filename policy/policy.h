@@ -62,6 +62,9 @@ struct CycleContext {
   /// Why the pod's gang waits, when the caller has just planned it and found no room
   /// (the gang admission module answers with it instead of planning again).
   const NodeVerdict* gang_waiting = nullptr;
+  /// The queue's verdict for the pod, when the caller has just asked the admission plan (the
+  /// queue admission module answers with it instead of asking again).
+  const NodeVerdict* queue_verdict = nullptr;
 };
 
 /// Per-node filter. Called once per candidate node; must be pure and thread-safe.

@@ -808,6 +808,7 @@ std::shared_ptr<const AdmissionPlan> FairShare::Make(const core::ClusterState& s
 
 NodeVerdict QueueAdmission::Admit(const CycleContext& ctx) const {
   if (ctx.planning || ctx.pod.scheduler_name != book_->scheduler_name()) return NodeVerdict::Ok();
+  if (ctx.queue_verdict != nullptr) return *ctx.queue_verdict;
   std::shared_ptr<const AdmissionPlan> plan = book_->PlanFor(ctx.state, ctx.now, ctx.pod.uid.view());
   return AdmissionVerdict(*plan, ctx.state, ctx.pod);
 }
