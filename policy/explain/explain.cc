@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_format.h"
 #include "core/strings.h"
+#include "policy/fit/resource_fit.h"
 #include "policy/gang/gang.h"
 #include "policy/pools/pools.h"
 
@@ -29,19 +30,6 @@ std::string Shortfall(const core::ResourceNames& names, const core::ResourceVect
               names.Name(id));
   }
   return out;
-}
-
-/// How far `have` is from `want`: the sum over resources of the missing fraction.
-double Distance(const core::ResourceVector& want, const core::ResourceVector& have) {
-  double d = 0;
-  for (size_t i = 0; i < want.size(); ++i) {
-    const auto id = static_cast<core::ResourceId>(i);
-    const int64_t w = want.Get(id);
-    if (w <= 0) continue;
-    const int64_t h = std::max<int64_t>(have.Get(id), 0);
-    if (h < w) d += static_cast<double>(w - h) / static_cast<double>(w);
-  }
-  return d;
 }
 
 std::string Where(const GangPlanner* planner, const core::ClusterState& state, core::NodeSlot slot) {
@@ -83,13 +71,14 @@ void ResourceCounterfactuals(const core::ClusterState& state, const core::Pod& p
   for (const auto& [slot, reason] : failed) {
     const core::NodeState& n = state.node(slot);
     if (reason == Reason::kInsufficientResource) {
-      const double d = Distance(pod.request, n.Free());
+      const double d = MissingFraction(pod.request, [&](core::ResourceId id) { return n.FreeOf(id); });
       if (d < best) {
         best = d;
         closest = slot;
       }
     } else if (reason == Reason::kExceedsAllocatable) {
-      const double d = Distance(pod.request, n.node.allocatable);
+      const double d =
+          MissingFraction(pod.request, [&](core::ResourceId id) { return n.node.allocatable.Get(id); });
       if (d < largest_gap) {
         largest_gap = d;
         largest = slot;

@@ -1,5 +1,7 @@
 #pragma once
 
+#include <algorithm>
+#include <cstdint>
 #include <string_view>
 
 #include "policy/policy.h"
@@ -40,5 +42,22 @@ class ResourceFitPreempt final : public PreemptPolicyInterface {
 NodeVerdict CheckFit(const core::ResourceNames& names, const core::ResourceVector& request,
                      const core::NodeState& node, const core::ResourceVector* extra_free,
                      bool explain);
+
+/// How far a node is from fitting `want`: over the resources `want` asks for, the sum of the
+/// fraction missing (0 when it fits; 2 when two resources are wholly missing). `have(id)` gives
+/// the room for one resource (negative counts as none). What "the node closest to fitting"
+/// means wherever berth picks one (the room kept for the next job, explain's counterfactuals).
+template <class Have>
+double MissingFraction(const core::ResourceVector& want, Have&& have) {
+  double d = 0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    const auto id = static_cast<core::ResourceId>(i);
+    const int64_t w = want.Get(id);
+    if (w <= 0) continue;
+    const int64_t h = std::max<int64_t>(have(id), 0);
+    if (h < w) d += static_cast<double>(w - h) / static_cast<double>(w);
+  }
+  return d;
+}
 
 }  // namespace berth::policy

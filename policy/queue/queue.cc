@@ -10,6 +10,7 @@
 #include "absl/strings/str_format.h"
 #include "core/placement.h"
 #include "core/strings.h"
+#include "policy/fit/resource_fit.h"
 #include "policy/gang/gang.h"
 #include "policy/pools/pools.h"
 
@@ -262,14 +263,8 @@ class Sim {
       for (size_t i = 0; i < nodes_.size(); ++i) {
         const SimNode& n = nodes_[i];
         if (p->pod.placement != nullptr && !core::PlacementAllows(p->pod, n.node->node)) continue;
-        double shortfall = 0;
-        for (size_t r = 0; r < req.size(); ++r) {
-          const auto id = static_cast<core::ResourceId>(r);
-          const int64_t want = req.Get(id);
-          if (want <= 0) continue;
-          const int64_t room = n.free.Get(id) - n.kept.Get(id);
-          if (room < want) shortfall += static_cast<double>(want - std::max<int64_t>(room, 0)) / want;
-        }
+        const double shortfall = MissingFraction(
+            req, [&](core::ResourceId id) { return n.free.Get(id) - n.kept.Get(id); });
         if (shortfall < best_short) {
           best_short = shortfall;
           best = i;
