@@ -8,12 +8,16 @@
 namespace berth::extender {
 namespace {
 
-void AppendEscaped(std::string* out, std::string_view v) {
+/// The text format's escaping: backslash and newline, and in label values the double quote too
+/// (HELP text keeps its quotes as they are).
+void AppendEscaped(std::string* out, std::string_view v, bool label_value) {
   for (char c : v) {
     switch (c) {
       case '\\': *out += "\\\\"; break;
-      case '"': *out += "\\\""; break;
       case '\n': *out += "\\n"; break;
+      case '"':
+        *out += label_value ? "\\\"" : "\"";
+        break;
       default: *out += c;
     }
   }
@@ -30,15 +34,7 @@ std::string Number(double v) {
 
 PromWriter& PromWriter::Family(std::string_view name, std::string_view type, std::string_view help) {
   *out_ += StrCat("# HELP ", name, " ");
-  for (char c : help) {
-    if (c == '\\') {
-      *out_ += "\\\\";
-    } else if (c == '\n') {
-      *out_ += "\\n";
-    } else {
-      *out_ += c;
-    }
-  }
+  AppendEscaped(out_, help, /*label_value=*/false);
   *out_ += StrCat("\n# TYPE ", name, " ", type, "\n");
   return *this;
 }
@@ -55,7 +51,7 @@ PromWriter& PromWriter::Sample(std::string_view name,
       first = false;
       *out_ += k;
       *out_ += "=\"";
-      AppendEscaped(out_, v);
+      AppendEscaped(out_, v, /*label_value=*/true);
       *out_ += '"';
     }
     *out_ += '}';
