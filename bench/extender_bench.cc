@@ -61,6 +61,7 @@
 #include "absl/time/time.h"
 #include "bench/cluster_profiles.h"
 #include "bench/queue_bench.h"
+#include "bench/sim_bench.h"
 #include "bench/loadgen.h"
 #include "core/clock.h"
 #include "core/cluster_model.h"
@@ -131,6 +132,8 @@ struct Options {
   bool gangs = true;          // the gang section (issue 5) in a full run
   bool gangs_only = false;    // --gangs: only the gang section
   bool queues_only = false;   // --queues: only the queue section (issue 6)
+  bool simulate_only = false; // --simulate: only the simulator section (issue 14)
+  std::string simulate_size;  // --simulate=NODExJOBS, e.g. 5000x50000
   std::vector<int> gang_sizes = {8, 64, 512};
   bool gang_sizes_set = false;
   int gang_rounds = 0;  // admissions per gang size; 0: 40, 20, 10 for 8, 64, 512 members
@@ -167,6 +170,10 @@ std::optional<Options> ParseArgs(int argc, char** argv) {
       o.gangs_only = true;
     } else if (arg == "--queues") {
       o.queues_only = true;
+    } else if (arg == "--simulate") {
+      o.simulate_only = true;
+    } else if (ParseFlag(arg, "--simulate", &o.simulate_size)) {
+      o.simulate_only = true;
     } else if (arg == "--no-gangs") {
       o.gangs = false;
     } else if (ParseFlag(arg, "--gang-sizes", &v)) {
@@ -222,7 +229,7 @@ std::optional<Options> ParseArgs(int argc, char** argv) {
           "                   [--no-raw] [--no-http] [--model-nodes=15000] [--events=50000]\n"
           "                   [--dump-replies=DIR] [--probe=KIND] [--probe-calls=20000]\n"
           "                   [--gangs] [--no-gangs] [--gang-sizes=8,64,512] [--gang-rounds=N]\n"
-          "                   [--queues]\n"
+          "                   [--queues] [--simulate[=NODESxJOBS]]\n"
           "                   [--gang-size=512]\n"
           "  probe kinds: noop filter prioritize noop-prioritize raw inproc-filter\n"
           "               inproc-prioritize inproc-reject inproc-filter-full inproc-prioritize-full\n"
@@ -2308,6 +2315,7 @@ int Main(int argc, char** argv) {
   spdlog::set_level(spdlog::level::warn);
   if (o->probe.starts_with("inproc-gang")) return RunGangProbe(*o);
   if (o->queues_only) return RunQueueBench(o->quick);
+  if (o->simulate_only) return RunSimBench(o->quick, o->simulate_size);
   if (!o->probe.empty()) return RunProbe(*o);
   PrintEnvironment(*o);
   if (o->gangs_only) {

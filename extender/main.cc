@@ -3,6 +3,8 @@
 #include <signal.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <cstdio>
 #include <iostream>
 #include <string>
@@ -15,6 +17,7 @@
 #include "absl/flags/usage.h"
 #include "absl/flags/usage_config.h"
 #include "absl/strings/match.h"
+#include "absl/strings/str_split.h"
 #include "core/clock.h"
 #include "core/cluster_model.h"
 #include "core/strings.h"
@@ -26,6 +29,9 @@
 #include "extender/kube/runtime.h"
 #include "extender/logging.h"
 #include "extender/service.h"
+#include "extender/sim/engine.h"
+#include "extender/sim/generate.h"
+#include "extender/sim/report.h"
 #include "policy/registry.h"
 #include "spdlog/spdlog.h"
 
@@ -47,6 +53,34 @@ ABSL_FLAG(std::string, scheduler_name, "",
           "schedulerName of berth's pods (default: the config's schedulerName, else berth-scheduler)");
 ABSL_FLAG(std::string, log_level, "info", "trace, debug, info, warn, error or off");
 ABSL_FLAG(std::string, log_format, "text", "text, or json for one JSON object per line");
+// berth simulate (docs/simulate.md).
+ABSL_FLAG(std::string, workload, "", "simulate: the workload file (YAML or JSON) to replay");
+ABSL_FLAG(std::string, out, "",
+          "simulate: the report directory (default simulate-report); with --generate, the "
+          "workload file to write");
+ABSL_FLAG(uint64_t, seed, 1, "simulate: seed of kube-scheduler's random choices, and of --generate");
+ABSL_FLAG(std::string, generate, "",
+          "simulate: write a synthetic workload of this profile (gpu-mix, seed-stories, "
+          "gang-fat-tree) to --out instead of simulating");
+ABSL_FLAG(int, jobs, 0, "simulate --generate: how many jobs");
+ABSL_FLAG(int, nodes, 0, "simulate --generate: cluster size (0: the profile's default)");
+ABSL_FLAG(std::string, cluster_out, "",
+          "simulate --generate: also write the profile's cluster (a List for --cluster) here");
+ABSL_FLAG(double, sample_seconds, 60, "simulate: how often the report samples the cluster, in simulated seconds");
+ABSL_FLAG(int, percentage_of_nodes_to_score, 100,
+          "simulate: kube-scheduler's percentageOfNodesToScore (0: its adaptive default)");
+ABSL_FLAG(int, extender_weight, 20, "simulate: the extender's weight in the KubeSchedulerConfiguration");
+ABSL_FLAG(double, tick_seconds, 1, "simulate: berth's admission tick period, in simulated seconds");
+ABSL_FLAG(double, idle_tick_seconds, 10,
+          "simulate: while berth's model is unchanged, its admission tick runs at most this often "
+          "(docs/simulate.md); equal to --tick-seconds to run every tick");
+ABSL_FLAG(double, load, 0,
+          "simulate --generate: offered GPU load over the arrival span (0: the profile's default)");
+ABSL_FLAG(double, max_hours, 0, "simulate: stop after this many simulated hours (0: when the work is done)");
+ABSL_FLAG(bool, baseline, true, "simulate: also run kube-scheduler alone as the baseline");
+ABSL_FLAG(std::string, break_rule, "",
+          "simulate, for testing the invariants only: break a rule on purpose (in-tree-fit, "
+          "drop-pod-deletes); comma-separated");
 
 namespace berth::extender {
 namespace {
@@ -58,6 +92,8 @@ constexpr char kUsage[] =
     "  berth serve [--listen 127.0.0.1:8888] [--ops-listen HOST:PORT] [--config FILE]\n"
     "              [--cluster FILE | --kubeconfig FILE [--context NAME] | --in-cluster]\n"
     "              [--scheduler-name berth-scheduler] [--log-level info] [--log-format text|json]\n"
+    "  berth simulate --cluster FILE --workload FILE [--config FILE] [--out DIR] [--seed N]\n"
+    "  berth simulate --generate PROFILE --jobs N --out workload.yaml [--cluster-out FILE]\n"
     "  berth version\n\n"
     "With no --cluster, --kubeconfig or --in-cluster, `berth serve` runs on its embedded demo "
     "cluster, or in a pod (KUBERNETES_SERVICE_HOST set) in Kubernetes mode with the pod's "
@@ -294,6 +330,98 @@ int Serve() {
   return 0;
 }
 
+
+absl::Status WriteText(const std::string& path, std::string_view text) {
+  FILE* f = std::fopen(path.c_str(), "wb");
+  if (f == nullptr) return absl::InvalidArgumentError(StrCat(path, ": cannot write: ", std::strerror(errno)));
+  const bool ok = std::fwrite(text.data(), 1, text.size(), f) == text.size();
+  if (std::fclose(f) != 0 || !ok) return absl::InvalidArgumentError(StrCat(path, ": write failed"));
+  return absl::OkStatus();
+}
+
+int Generate() {
+  const std::string out = absl::GetFlag(FLAGS_out);
+  if (out.empty()) return Fail("simulate --generate needs --out FILE for the workload");
+  if (!absl::GetFlag(FLAGS_workload).empty()) return Fail("--generate writes a workload; --workload is for simulating one");
+  sim::GenerateOptions g{.profile = absl::GetFlag(FLAGS_generate),
+                         .jobs = absl::GetFlag(FLAGS_jobs),
+                         .nodes = absl::GetFlag(FLAGS_nodes),
+                         .seed = absl::GetFlag(FLAGS_seed),
+                         .load = absl::GetFlag(FLAGS_load)};
+  absl::StatusOr<sim::Generated> made = sim::Generate(g);
+  if (!made.ok()) return Fail(ToStd(made.status().message()));
+  if (absl::Status s = WriteText(out, sim::WorkloadToYaml(made->workload)); !s.ok()) return Fail(ToStd(s.message()));
+  std::cout << "wrote " << out << ": profile " << g.profile << ", " << made->workload.jobs.size() << " jobs, "
+            << made->workload.PodCount() << " pods, seed " << g.seed << "\n";
+  if (const std::string cluster = absl::GetFlag(FLAGS_cluster_out); !cluster.empty()) {
+    if (absl::Status s = WriteText(cluster, made->cluster_json); !s.ok()) return Fail(ToStd(s.message()));
+    std::cout << "wrote " << cluster << ": the profile's cluster\n";
+  }
+  return 0;
+}
+
+int Simulate() {
+  // A simulation logs only what is wrong unless asked for more: berth's info lines (reclaims,
+  // gang admissions) would be thousands per simulated hour.
+  std::string level = absl::GetFlag(FLAGS_log_level);
+  if (level == "info") level = "error";
+  if (absl::Status s = SetupLogging(level, absl::GetFlag(FLAGS_log_format)); !s.ok()) return Fail(ToStd(s.message()));
+  if (!absl::GetFlag(FLAGS_generate).empty()) return Generate();
+  sim::SimOptions o;
+  o.cluster_source = absl::GetFlag(FLAGS_cluster);
+  o.workload_source = absl::GetFlag(FLAGS_workload);
+  if (o.cluster_source.empty()) return Fail("simulate needs --cluster FILE (a List of nodes, Pools, Queues, PriorityClasses)");
+  if (o.workload_source.empty()) return Fail("simulate needs --workload FILE (or --generate PROFILE to make one)");
+  absl::StatusOr<std::string> cluster = ReadFile(o.cluster_source);
+  if (!cluster.ok()) return Fail(ToStd(cluster.status().message()));
+  o.cluster_json = *std::move(cluster);
+  absl::StatusOr<sim::Workload> workload = sim::LoadWorkloadFile(o.workload_source);
+  if (!workload.ok()) return Fail(ToStd(workload.status().message()));
+  o.workload = *std::move(workload);
+  if (const std::string path = absl::GetFlag(FLAGS_config); !path.empty()) {
+    absl::StatusOr<Config> loaded = LoadConfigFile(path);
+    if (!loaded.ok()) return Fail(ToStd(loaded.status().message()));
+    o.config = *std::move(loaded);
+    o.config_source = path;
+  }
+  if (const std::string name = absl::GetFlag(FLAGS_scheduler_name); !name.empty()) o.config.scheduler_name = name;
+  o.seed = absl::GetFlag(FLAGS_seed);
+  const double sample = absl::GetFlag(FLAGS_sample_seconds);
+  if (!(sample >= 1 && sample <= 86400)) return Fail("--sample-seconds: expected 1..86400");
+  o.sample_interval = absl::Seconds(sample);
+  const int pct = absl::GetFlag(FLAGS_percentage_of_nodes_to_score);
+  if (pct < 0 || pct > 100) return Fail("--percentage-of-nodes-to-score: expected 0..100");
+  o.percentage_of_nodes_to_score = pct;
+  const int weight = absl::GetFlag(FLAGS_extender_weight);
+  if (weight < 1 || weight > 1000) return Fail("--extender-weight: expected 1..1000");
+  o.extender_weight = weight;
+  const double tick = absl::GetFlag(FLAGS_tick_seconds);
+  if (!(tick >= 0.1 && tick <= 3600)) return Fail("--tick-seconds: expected 0.1..3600");
+  o.admission_tick = absl::Seconds(tick);
+  const double idle = absl::GetFlag(FLAGS_idle_tick_seconds);
+  if (!(idle >= 0.1 && idle <= 3600)) return Fail("--idle-tick-seconds: expected 0.1..3600");
+  o.idle_tick = absl::Seconds(idle);
+  const double hours = absl::GetFlag(FLAGS_max_hours);
+  if (!(hours >= 0)) return Fail("--max-hours: expected 0 or more");
+  o.max_time = absl::Seconds(hours * 3600);
+  o.run_baseline = absl::GetFlag(FLAGS_baseline);
+  for (const std::string& rule :
+       std::vector<std::string>(absl::StrSplit(absl::GetFlag(FLAGS_break_rule), ',', absl::SkipEmpty()))) {
+    if (rule != sim::kBreakInTreeFit && rule != sim::kBreakPodDeletes) {
+      return Fail(StrCat("--break-rule: unknown rule \"", rule, "\" (known: in-tree-fit, drop-pod-deletes)"));
+    }
+    o.break_rules.emplace(rule);
+  }
+  absl::StatusOr<sim::SimResult> result = sim::RunSimulation(o);
+  if (!result.ok()) return Fail(ToStd(result.status().message()));
+  result->info.berth_version = StrCat(kVersion, " (", kGitCommit, ")");
+  std::cout << sim::SummaryTable(*result);
+  std::string dir = absl::GetFlag(FLAGS_out);
+  if (dir.empty()) dir = "simulate-report";
+  if (absl::Status s = sim::WriteReport(*result, dir); !s.ok()) return Fail(ToStd(s.message()));
+  std::cout << "report: " << dir << "/index.html (report.json, plots)\n";
+  return 0;
+}
 }  // namespace
 }  // namespace berth::extender
 
@@ -314,7 +442,7 @@ int main(int argc, char** argv) {
   std::vector<char*> args =
       absl::ParseCommandLine(static_cast<int>(argv_underscored.size()), argv_underscored.data());
   if (args.size() < 2) {
-    std::cerr << "berth: no command given (expected serve or version)\n\n"
+    std::cerr << "berth: no command given (expected serve, simulate or version)\n\n"
               << berth::extender::kUsage << "\n";
     return 2;
   }
@@ -323,10 +451,11 @@ int main(int argc, char** argv) {
     return berth::extender::Fail(berth::StrCat("unexpected argument \"", args[2], "\" after ", command));
   }
   if (command == "serve") return berth::extender::Serve();
+  if (command == "simulate") return berth::extender::Simulate();
   if (command == "version") {
     std::cout << "berth " << berth::extender::kVersion << " (commit " << berth::extender::kGitCommit
               << ", " << berth::extender::kBuildType << ")\n";
     return 0;
   }
-  return berth::extender::Fail(berth::StrCat("unknown command \"", command, "\" (expected serve or version)"));
+  return berth::extender::Fail(berth::StrCat("unknown command \"", command, "\" (expected serve, simulate or version)"));
 }

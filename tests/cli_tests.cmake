@@ -41,8 +41,8 @@ add_test(NAME cli.version-flag COMMAND berth --version)
 set_tests_properties(cli.version-flag PROPERTIES
   PASS_REGULAR_EXPRESSION "^berth ${PROJECT_VERSION} " TIMEOUT 10 LABELS cli)
 
-berth_cli_fails(no-command "^berth: no command given \\(expected serve or version\\)\n")
-berth_cli_fails(unknown-command "^berth: unknown command \"bogus\" \\(expected serve or version\\)\n$"
+berth_cli_fails(no-command "^berth: no command given \\(expected serve, simulate or version\\)\n")
+berth_cli_fails(unknown-command "^berth: unknown command \"bogus\" \\(expected serve, simulate or version\\)\n$"
   ONE_LINE ARGS bogus)
 berth_cli_fails(extra-argument "unexpected argument \"extra\" after version" ONE_LINE
   ARGS version extra)
@@ -143,3 +143,25 @@ foreach(t IN LISTS berth_cli_all_tests)
       "KUBERNETES_SERVICE_HOST=unset:" "KUBERNETES_SERVICE_PORT=unset:")
   endif()
 endforeach()
+
+# ---- simulate ----------------------------------------------------------------------------------
+
+berth_cli_fails(simulate.no-cluster "^berth: simulate needs --cluster FILE" ONE_LINE
+  ARGS simulate --workload ${PROJECT_SOURCE_DIR}/bench/workloads/seed-stories.yaml)
+berth_cli_fails(simulate.no-workload "^berth: simulate needs --workload FILE" ONE_LINE
+  ARGS simulate --cluster ${PROJECT_SOURCE_DIR}/bench/workloads/seed-stories.cluster.json)
+berth_cli_fails(simulate.bad-workload
+  "^berth: .*workload-bad-quantity.yaml: jobs\\[1\\] \\(train-2\\): pods\\[0\\]\\.requests\\.cpu: .*lots" ONE_LINE
+  ARGS simulate --cluster ${PROJECT_SOURCE_DIR}/bench/workloads/seed-stories.cluster.json
+       --workload ${BERTH_CLI_DATA}/workload-bad-quantity.yaml --out ${CMAKE_CURRENT_BINARY_DIR}/sim-bad)
+berth_cli_fails(simulate.unknown-profile "^berth: .*unknown profile \"bogus\".*gpu-mix" ONE_LINE
+  ARGS simulate --generate bogus --jobs 10 --out ${CMAKE_CURRENT_BINARY_DIR}/bogus.yaml)
+berth_cli_fails(simulate.break-rule "^berth: --break-rule: unknown rule \"nonsense\"" ONE_LINE
+  ARGS simulate --cluster ${PROJECT_SOURCE_DIR}/bench/workloads/seed-stories.cluster.json
+       --workload ${PROJECT_SOURCE_DIR}/bench/workloads/seed-stories.yaml --break-rule nonsense)
+
+# A shipped workload, end to end: the summary table, report.json, the plots and index.html.
+add_test(NAME cli.simulate.shipped COMMAND ${CMAKE_COMMAND}
+  -DBERTH=$<TARGET_FILE:berth> -DSOURCE=${PROJECT_SOURCE_DIR} -DOUT=${CMAKE_CURRENT_BINARY_DIR}/sim-shipped
+  -P ${CMAKE_CURRENT_LIST_DIR}/cli/simulate_test.cmake)
+set_tests_properties(cli.simulate.shipped PROPERTIES TIMEOUT 300 LABELS cli)

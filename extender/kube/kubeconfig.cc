@@ -20,6 +20,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/escaping.h"
 #include "core/strings.h"
+#include "extender/yaml_names.h"
 
 namespace berth::extender::kube {
 namespace {
@@ -125,21 +126,6 @@ bool IsDnsLabel(std::string_view s) {
   return s.front() != '-' && s.back() != '-';
 }
 
-std::string_view NodeTypeName(const YAML::Node& n) {
-  switch (n.Type()) {
-    case YAML::NodeType::Scalar:
-      return "a scalar";
-    case YAML::NodeType::Sequence:
-      return "a sequence";
-    case YAML::NodeType::Map:
-      return "a mapping";
-    case YAML::NodeType::Null:
-      return "null";
-    case YAML::NodeType::Undefined:
-      break;
-  }
-  return "nothing";
-}
 
 // Reads one kubeconfig document. Every accessor checks the node type before looking inside
 // (yaml-cpp's operator[] throws on scalars and returns zombies elsewhere), rejects duplicate
@@ -179,7 +165,7 @@ class KubeconfigReader {
     if (!v.ok()) return v.status();
     if (!v->has_value()) return std::string();
     if (!(*v)->IsScalar()) {
-      return Error(Join(parent, key), StrCat("expected a string, got ", NodeTypeName(**v)));
+      return Error(Join(parent, key), StrCat("expected a string, got ", YamlTypeName(**v)));
     }
     return (*v)->Scalar();
   }
@@ -195,7 +181,7 @@ class KubeconfigReader {
     if (!(*v)->IsScalar() || (*v)->Tag() == "!" || !YAML::convert<bool>::decode(**v, b)) {
       return Error(Join(parent, key), StrCat("expected true or false, got ",
                                              (*v)->IsScalar() ? StrCat("\"", (*v)->Scalar(), "\"")
-                                                              : std::string(NodeTypeName(**v))));
+                                                              : std::string(YamlTypeName(**v))));
     }
     return b;
   }
@@ -207,7 +193,7 @@ class KubeconfigReader {
     if (!v.ok()) return v.status();
     if (!v->has_value()) return YAML::Node(YAML::NodeType::Map);
     if (!(*v)->IsMap()) {
-      return Error(Join(parent, key), StrCat("expected a mapping, got ", NodeTypeName(**v)));
+      return Error(Join(parent, key), StrCat("expected a mapping, got ", YamlTypeName(**v)));
     }
     return **v;
   }
@@ -239,7 +225,7 @@ class KubeconfigReader {
     if (!list.ok()) return list.status();
     if (!list->has_value()) return std::optional<Entry>();
     if (!(*list)->IsSequence()) {
-      return Error(list_key, StrCat("expected a sequence, got ", NodeTypeName(**list)));
+      return Error(list_key, StrCat("expected a list, got ", YamlTypeName(**list)));
     }
     std::optional<Entry> found;
     size_t i = 0;
@@ -248,7 +234,7 @@ class KubeconfigReader {
       const YAML::Node& e = *it;
       if (!e.IsMap()) {
         return Error(
-            item, StrCat("expected a mapping with name and ", body_key, ", got ", NodeTypeName(e)));
+            item, StrCat("expected a mapping with name and ", body_key, ", got ", YamlTypeName(e)));
       }
       auto n = GetString(e, "name", item);
       if (!n.ok()) return n.status();
@@ -420,7 +406,7 @@ class KubeconfigReader {
     if (!root.IsMap()) {
       return Error("", StrCat("expected a mapping (a kubeconfig with clusters, users and "
                               "contexts), got ",
-                              NodeTypeName(root)));
+                              YamlTypeName(root)));
     }
     auto kind = GetString(root, "kind", "");
     if (!kind.ok()) return kind.status();

@@ -1,0 +1,1703 @@
+#include "extender/sim/engine.h"
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <functional>
+#include <map>
+#include <optional>
+#include <queue>
+#include <random>
+#include <thread>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "core/cluster_model.h"
+#include "core/placement.h"
+#include "core/quantity.h"
+#include "core/strings.h"
+#include "extender/json.h"
+#include "extender/k8s_codec.h"
+#include "extender/service.h"
+#include "nlohmann/json.hpp"
+#include "policy/registry.h"
+#include "spdlog/spdlog.h"
+
+namespace berth::extender::sim {
+namespace {
+
+// Virtual time in microseconds since the start of the simulation.
+using Micros = int64_t;
+constexpr Micros kSecond = 1'000'000;
+Micros ToMicros(absl::Duration d) { return absl::ToInt64Microseconds(d); }
+double Seconds(Micros t) { return static_cast<double>(t) / 1e6; }
+// The simulation starts at a fixed instant, so that two runs of the same input are identical.
+const absl::Time kEpoch = absl::FromUnixSeconds(1'767'225'600);  // 2026-01-01T00:00:00Z
+
+// The API server priority berth treats as production (SPEC 4: berth-production, 10000).
+constexpr int32_t kProductionPriority = 10000;
+constexpr std::string_view kGangLabel = "scheduling.x-k8s.io/pod-group";
+
+/// berth's clock in a simulation: moves only when the event loop says so.
+class SimClock final : public core::Clock {
+ public:
+  absl::Time Now() const override { return kEpoch + absl::Microseconds(now_.load(std::memory_order_relaxed)); }
+  void Set(Micros t) { now_.store(t, std::memory_order_relaxed); }
+
+ private:
+  std::atomic<Micros> now_{0};
+};
+
+// Intents berth's Service hands to the cluster (the simulated API server): carried out by the
+// event loop once the verb or tick that made them has returned, as a real API server would
+// answer them after the request.
+struct Intents {
+  std::vector<std::pair<std::string, std::string>> binds;      // (uid, node)
+  std::vector<std::pair<std::string, std::string>> evictions;  // (uid, why)
+  std::vector<std::string> nudges;                              // uid
+};
+
+class SimBinder final : public BinderInterface {
+ public:
+  explicit SimBinder(Intents* intents) : intents_(intents) {}
+  absl::Status Bind(const core::Pod& pod, std::string_view node) override {
+    intents_->binds.emplace_back(pod.uid.str(), std::string(node));
+    return absl::OkStatus();
+  }
+
+ private:
+  Intents* intents_;
+};
+
+class SimEvictor final : public EvictorInterface {
+ public:
+  explicit SimEvictor(Intents* intents) : intents_(intents) {}
+  absl::Status Evict(const core::Pod& victim, const core::Pod&, std::string_view why) override {
+    intents_->evictions.emplace_back(victim.uid.str(), std::string(why));
+    return absl::OkStatus();
+  }
+
+ private:
+  Intents* intents_;
+};
+
+class SimNudger final : public NudgerInterface {
+ public:
+  explicit SimNudger(Intents* intents) : intents_(intents) {}
+  absl::Status Nudge(const core::Pod& pod, std::string_view) override {
+    intents_->nudges.push_back(pod.uid.str());
+    return absl::OkStatus();
+  }
+
+ private:
+  Intents* intents_;
+};
+
+// What made berth evict a pod, from the reason its Service gave.
+std::string EvictionCause(std::string_view why) {
+  if (why.find("reclaim") != std::string_view::npos) return "reclaim";
+  if (why.find("elastic") != std::string_view::npos) return "elastic";
+  if (why.find("could not complete") != std::string_view::npos) return "gang-release";
+  return "fair-share";
+}
+
+enum class EventType : uint8_t {
+  kSubmit,        // a = job
+  kPodFinish,     // a = pod (a pod of a job without a gang ran its duration)
+  kJobFinish,     // a = job, b = epoch (a gang ran its duration)
+  kBackoffDone,   // a = pod, b = queue token
+  kDeleted,       // a = pod (its termination grace period ended)
+  kNodeEvent,     // a = index into Workload::node_events
+  kTick,          // berth's admission tick
+  kHousekeeping,  // berth's housekeeping
+  kSample,
+  kFlush,         // kube-scheduler's flushUnschedulablePodsLeftover (every 30 s)
+  kGangCheck,     // a = job, b = epoch: the gang's schedule timeout after its first bind
+};
+
+struct Event {
+  Micros t;
+  uint64_t seq;
+  EventType type;
+  int32_t a;
+  int32_t b;
+  bool operator>(const Event& o) const { return std::tie(t, seq) > std::tie(o.t, o.seq); }
+};
+
+struct InvariantSpec {
+  std::string_view name, description;
+};
+constexpr InvariantSpec kInvariants[] = {
+    {"no-overcommit", "no node is over-committed: the pods bound to it request at most its allocatable"},
+    {"gang-partial-timeout", "no gang stays partially bound (some members bound, fewer than minMember) past its schedule timeout"},
+    {"pool-borrowers", "a pod of a pool never waits while borrowers hold room in that pool that it could take"},
+    {"production-preempted", "production pods (priority 10000 or more) are never preempted or evicted"},
+    {"gang-below-min", "preemption and eviction never take a running gang below minMember (only whole)"},
+    {"capacity-double", "no capacity is counted twice: berth's model of each node matches the cluster"},
+};
+
+enum class QueueState : uint8_t { kNone, kActive, kBackoff, kUnschedulable };
+
+struct SimNode {
+  core::Node node;
+  bool present = true;
+  core::ResourceVector requested;  // bound pods not yet gone (terminating ones included)
+  std::vector<int> pods;
+  int pool = 0;                    // index into World::pool_names_
+  double borrowed_units = 0;       // usage units of berth pods of other pools on this node
+  core::ResourceVector borrowed;   // their requests
+};
+
+struct SimPod {
+  int job = -1;  // -1: a pod of the cluster file
+  core::Pod pod;
+  std::string json;  // the v1.Pod kube-scheduler sends in verbs
+  bool managed = false;
+  int node = -1;
+  bool terminating = false;
+  bool gone = false;
+  Micros bound_at = -1;
+  int home_pool = 0;
+  int queue = 0;
+  double units = 0;  // queue usage units
+  double gpus = 0, cpus = 0;
+  // kube-scheduler's queue
+  QueueState q = QueueState::kNone;
+  uint64_t token = 0;
+  int attempts = 0;
+  Micros backoff_until = 0;
+  Micros enqueued = 0;
+  Micros unschedulable_since = 0;
+  uint64_t cycle = 0;  // the scheduling cycle of its last attempt
+  int nominated = -1;
+  // the pool invariant
+  Micros pool_blocked_since = -1;
+  bool pool_reported = false;
+};
+
+struct SimJob {
+  const Job* spec = nullptr;
+  std::vector<int> pods;  // the current pod of each member slot
+  int min_member = 0;     // 0: not a gang
+  int bound = 0;          // members bound and not terminating
+  Micros start = -1;      // current run
+  Micros first_start = -1;
+  std::vector<std::string> first_nodes;  // where its pods ran when it first started
+  Micros end = -1;
+  int epoch = 0;
+  int restarts = 0;
+  int pods_finished = 0;  // jobs without a gang
+  int incarnations = 0;   // replacement pods made so far (their names end in -rN)
+  Micros partial_since = -1;
+  bool submitted = false, done = false, partial_reported = false;
+  Micros timeout = 0;
+  int queue = 0;
+};
+
+
+/// One world: a simulated cluster (the API server's truth), a kube-scheduler model, and berth
+/// in the loop or not.
+class World {
+ public:
+  World(const SimOptions& o, bool berth) : o_(o), berth_(berth), rng_(o.seed) {
+    metrics_.world = berth ? "berth" : "baseline";
+    for (const InvariantSpec& s : kInvariants) {
+      metrics_.invariants.push_back(
+          InvariantResult{.name = std::string(s.name), .description = std::string(s.description)});
+    }
+  }
+
+  absl::Status Init();
+  void Run();
+  RunMetrics& metrics() { return metrics_; }
+  int node_count() const { return static_cast<int>(nodes_.size()); }
+  double end_seconds() const { return sim_end_; }
+  const std::vector<std::string>& queue_names() const { return queue_names_; }
+  const std::vector<double>& queue_weights() const { return queue_weights_; }
+
+ private:
+  core::ResourceNames& names() { return berth_ ? model_->resources() : own_names_; }
+  Micros now() const { return now_; }
+  void Push(Micros t, EventType type, int32_t a = 0, int32_t b = 0) {
+    if (Changes(type)) ++pending_changes_;
+    events_.push(Event{t, seq_++, type, a, b});
+  }
+  /// Events that change the cluster whatever berth or kube-scheduler do (not timers).
+  static bool Changes(EventType t) {
+    return t == EventType::kSubmit || t == EventType::kPodFinish || t == EventType::kJobFinish ||
+           t == EventType::kDeleted || t == EventType::kNodeEvent;
+  }
+  // --- objects ----------------------------------------------------------------------------
+  absl::Status LoadCluster();
+  absl::StatusOr<int> MakePod(int job, const PodTemplate& t, int member, int incarnation);
+  void Submit(int job);
+  int PoolOfNode(const core::Node& n) const;
+  int PoolIndex(std::string_view name) const;
+  int QueueIndex(std::string_view name);
+  void ToBerth(const core::ModelEvent& e);
+  // --- the cluster's changes ----------------------------------------------------------------
+  void BindPod(int p, int node);
+  void RecordFirstNodes(SimJob& job);
+  void StartTerminating(int p, const std::string& cause);
+  void RemovePod(int p, bool finished);
+  void CountOnNode(int p, int node, int sign);
+  void MemberLeft(int job, int p, const std::string& cause);
+  void Recreate(int p);
+  void FinishJob(int job);
+  void NodeChange(const NodeEvent& e);
+  void MoveAll();  // kube-scheduler's MoveAllToActiveOrBackoffQueue
+  // --- kube-scheduler ----------------------------------------------------------------------
+  void Enqueue(int p);       // to activeQ
+  void ToBackoffOrActive(int p);
+  void Failed(int p, bool error);
+  void ScheduleOne(int p);
+  bool InTreeFits(const SimPod& p, int node, bool with_nominated, std::string_view* why) const;
+  bool ResourcesFit(const SimPod& p, const SimNode& n, const core::ResourceVector* extra) const;
+  int64_t LeastAllocated(const SimPod& p, const SimNode& n) const;
+  void Preempt(int p, const std::vector<int>& unschedulable_nodes);
+  void TerminateBatch(const std::vector<int>& victims, const std::string& cause);
+  // --- berth ---------------------------------------------------------------------------
+  void CarryOutIntents();
+  std::string FilterBody(const SimPod& p, const std::vector<int>& nodes) const;
+  // --- measures -------------------------------------------------------------------------
+  void Sample();
+  void Violation(size_t invariant, const std::string& example);
+  void CheckNode(int node);
+  void CheckPoolWait(int p);
+  void CheckGang(int job, int epoch);
+  void Evicted(const SimPod& p, const std::string& cause, bool work_lost);
+  bool TickDue() const {
+    return now_ - last_tick_ >= ToMicros(o_.idle_tick) || model_->Read()->generation() != last_tick_generation_;
+  }
+  bool Done() const { return jobs_left_ == 0 && delayed_pods_ == 0; }
+
+  const SimOptions& o_;
+  const bool berth_;
+  std::mt19937_64 rng_;
+  Micros now_ = 0;
+  uint64_t seq_ = 0;
+  std::priority_queue<Event, std::vector<Event>, std::greater<>> events_;
+
+  // berth (berth world only)
+  SimClock clock_;
+  std::unique_ptr<core::ClusterModel> model_;
+  std::unique_ptr<Service> service_;
+  Intents intents_;
+  SimBinder binder_{&intents_};
+  SimEvictor evictor_{&intents_};
+  SimNudger nudger_{&intents_};
+  core::ResourceNames own_names_;
+
+  // the cluster
+  std::vector<SimNode> nodes_;
+  absl::flat_hash_map<std::string, int> node_by_name_;
+  std::vector<SimPod> pods_;
+  absl::flat_hash_map<std::string, int> pod_by_uid_;
+  std::vector<SimJob> jobs_;
+  std::vector<core::Pool> pools_;
+  std::vector<std::string> pool_names_;  // [0] = "default"
+  std::vector<bool> pool_preemption_;
+  std::vector<std::string> queue_names_;  // [0] = "default"
+  std::vector<double> queue_weights_;
+  absl::flat_hash_map<std::string, int32_t> priority_classes_;
+  std::string default_priority_class_;
+  int64_t jobs_left_ = 0;
+  int64_t delayed_pods_ = 0;
+  double gpu_weight_ = 8, mem_weight_ = 0.25;
+
+  // kube-scheduler's queue
+  struct ActiveEntry {
+    int32_t priority;
+    Micros enqueued;
+    uint64_t seq;
+    int pod;
+    uint64_t token;
+    bool operator<(const ActiveEntry& o) const {  // std::priority_queue pops the largest
+      if (priority != o.priority) return priority < o.priority;
+      if (enqueued != o.enqueued) return enqueued > o.enqueued;
+      return seq > o.seq;
+    }
+  };
+  std::priority_queue<ActiveEntry> active_;
+  std::vector<int> unschedulable_;  // may hold stale entries; q says where a pod is
+  std::vector<std::vector<int>> nominated_;  // per node: pods nominated to it by preemption
+  uint64_t cycle_ = 0, move_cycle_ = 0;
+  size_t next_start_node_ = 0;
+
+  // running totals for the samples
+  core::ResourceVector total_requested_, total_allocatable_;
+  std::vector<double> queue_usage_;
+  std::vector<int> queue_pods_;  // pods waiting or running per queue
+  std::vector<double> pool_lent_, pool_borrowed_;
+  int64_t pending_pods_ = 0;
+
+  RunMetrics metrics_;
+  std::map<std::string, EvictionCount> evictions_;
+  double sim_end_ = 0;
+  Micros last_tick_ = -1'000'000'000'000;
+  int64_t pending_changes_ = 0;  // Changes() events in the queue
+  Micros last_progress_ = 0;     // the last time a pod started or ended
+  uint64_t last_tick_generation_ = 0;
+};
+
+// ---- set-up -----------------------------------------------------------------------------------
+
+absl::Status World::Init() {
+  gpu_weight_ = o_.config.policy.queues.gpu_weight;
+  mem_weight_ = o_.config.policy.queues.memory_weight_per_gib;
+  if (berth_) {
+    model_ = std::make_unique<core::ClusterModel>(&clock_);
+    policy::Registry registry = policy::BuildDefaultRegistry();
+    policy::PolicyConfig pc = o_.config.policy;
+    pc.scheduler_name = o_.config.scheduler_name;
+    absl::StatusOr<std::unique_ptr<policy::Pipeline>> pipeline = registry.Build(pc, model_->resources());
+    if (!pipeline.ok()) return absl::InvalidArgumentError(StrCat("policies: ", pipeline.status().message()));
+    // Kubernetes mode: the model learns only from the cluster's events, binds go to the API
+    // server, and housekeeping reclaims for pods kube-scheduler does not bring to filter.
+    ServiceOptions so{.mode = Mode::kKubernetes,
+                      .scheduler_name = o_.config.scheduler_name,
+                      .topology_levels = o_.config.topology_levels,
+                      .bind_confirm_timeout = o_.config.bind_confirm_timeout,
+                      .reclaim_timeout = o_.config.policy.pools.reclaim_timeout};
+    service_ = std::make_unique<Service>(so, model_.get(), *std::move(pipeline), &binder_, &clock_);
+    service_->SetEvictor(&evictor_);
+    service_->SetNudger(&nudger_);
+    service_->SetReady(true);
+  }
+  pool_names_ = {"default"};
+  pool_preemption_ = {true};
+  queue_names_ = {"default"};
+  queue_weights_ = {1};
+  if (absl::Status s = LoadCluster(); !s.ok()) return s;
+  nominated_.resize(nodes_.size());
+  // Jobs, in submit order (stable: equal times keep the file's order).
+  const Workload& w = o_.workload;
+  jobs_.resize(w.jobs.size());
+  for (size_t j = 0; j < w.jobs.size(); ++j) {
+    const Job& spec = w.jobs[j];
+    SimJob& job = jobs_[j];
+    job.spec = &spec;
+    if (!spec.priority_class.empty() && !priority_classes_.contains(spec.priority_class)) {
+      return absl::InvalidArgumentError(
+          StrCat(o_.workload_source, ": jobs[", j, "] (", spec.name, "): priorityClass \"",
+                 spec.priority_class, "\" is not a PriorityClass of the cluster (",
+                 o_.cluster_source, ")"));
+    }
+    if (!spec.pool.empty() && spec.pool != "default" && PoolIndex(spec.pool) == 0) {
+      return absl::InvalidArgumentError(StrCat(o_.workload_source, ": jobs[", j, "] (", spec.name,
+                                               "): pool \"", spec.pool,
+                                               "\" is not a Pool of the cluster (", o_.cluster_source, ")"));
+    }
+    job.queue = QueueIndex(spec.queue.empty() ? "default" : spec.queue);
+    if (spec.min_member) {
+      job.min_member = *spec.min_member;
+      job.timeout = spec.schedule_timeout_seconds
+                        ? int64_t{*spec.schedule_timeout_seconds} * kSecond
+                        : ToMicros(o_.config.policy.gangs.schedule_timeout);
+    }
+    Push(ToMicros(spec.submit), EventType::kSubmit, static_cast<int32_t>(j));
+    ++jobs_left_;
+  }
+  for (size_t i = 0; i < w.node_events.size(); ++i) {
+    const NodeEvent& e = w.node_events[i];
+    if (e.action != NodeEvent::Action::kAdd && !node_by_name_.contains(e.node)) {
+      bool added_before = false;
+      for (size_t k = 0; k < i; ++k) {
+        added_before |= w.node_events[k].action == NodeEvent::Action::kAdd && w.node_events[k].node == e.node;
+      }
+      if (!added_before) {
+        return absl::InvalidArgumentError(StrCat(o_.workload_source, ": nodeEvents[", i, "]: node \"",
+                                                 e.node, "\" is not a node of the cluster"));
+      }
+    }
+    Push(ToMicros(e.at), EventType::kNodeEvent, static_cast<int32_t>(i));
+  }
+  queue_usage_.assign(queue_names_.size(), 0);
+  queue_pods_.assign(queue_names_.size(), 0);
+  pool_lent_.assign(pool_names_.size(), 0);
+  pool_borrowed_.assign(pool_names_.size(), 0);
+  Push(0, EventType::kSample);
+  Push(30 * kSecond, EventType::kFlush);
+  if (berth_) {
+    Push(ToMicros(o_.admission_tick), EventType::kTick);
+    Push(ToMicros(o_.housekeeping), EventType::kHousekeeping);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status World::LoadCluster() {
+  absl::StatusOr<JsonDocument> doc = JsonDocument::Parse(o_.cluster_json);
+  if (!doc.ok()) return absl::InvalidArgumentError(StrCat(o_.cluster_source, ": ", doc.status().message()));
+  absl::StatusOr<std::vector<core::ModelEvent>> events = DecodeList(doc->root(), names());
+  if (!events.ok()) {
+    return absl::InvalidArgumentError(StrCat(o_.cluster_source, ": ", events.status().message()));
+  }
+  std::vector<core::Pod> cluster_pods;
+  for (const core::ModelEvent& e : *events) {
+    if (const auto* n = std::get_if<core::NodeUpsert>(&e)) {
+      node_by_name_[n->node.name] = static_cast<int>(nodes_.size());
+      nodes_.push_back(SimNode{.node = n->node});
+    } else if (const auto* p = std::get_if<core::PoolUpsert>(&e)) {
+      pools_.push_back(p->pool);
+      pool_names_.push_back(p->pool.name);
+      pool_preemption_.push_back(!p->pool.disable_preemption);
+    } else if (const auto* q = std::get_if<core::QueueUpsert>(&e)) {
+      const int i = QueueIndex(q->queue.name);
+      queue_weights_[static_cast<size_t>(i)] = q->queue.weight;
+    } else if (const auto* pc = std::get_if<core::PriorityClassUpsert>(&e)) {
+      priority_classes_[pc->priority_class.name] = pc->priority_class.value;
+      if (pc->priority_class.global_default) default_priority_class_ = pc->priority_class.name;
+    } else if (const auto* pod = std::get_if<core::PodUpsert>(&e)) {
+      cluster_pods.push_back(pod->pod);
+    }
+  }
+  if (nodes_.empty()) return absl::InvalidArgumentError(StrCat(o_.cluster_source, ": the cluster has no nodes"));
+  if (berth_) {
+    std::vector<core::ModelEvent> without_pods;
+    for (const core::ModelEvent& e : *events) {
+      if (!std::holds_alternative<core::PodUpsert>(e)) without_pods.push_back(e);
+    }
+    model_->Apply(without_pods);
+  }
+  for (SimNode& n : nodes_) {
+    n.pool = PoolOfNode(n.node);
+    if (!n.node.unschedulable) total_allocatable_.Add(n.node.allocatable);
+  }
+  // Pods of the cluster file: bound ones run for ever (other schedulers' services, as in seed
+  // 000); pending ones are scheduled like any other and then run for ever.
+  for (core::Pod& pod : cluster_pods) {
+    if (core::IsTerminal(pod.phase)) continue;
+    SimPod sp;
+    sp.pod = std::move(pod);
+    sp.pod.creation = kEpoch;
+    sp.json = EncodePod(sp.pod, names()).dump();
+    sp.managed = sp.pod.scheduler_name == o_.config.scheduler_name;
+    const int index = static_cast<int>(pods_.size());
+    pod_by_uid_[sp.pod.uid.str()] = index;
+    std::string node(sp.pod.node_name.view());
+    sp.pod.node_name = "";
+    sp.pod.phase = core::PodPhase::kPending;
+    pods_.push_back(std::move(sp));
+    SimPod& p = pods_.back();
+    p.units = 0;
+    if (!node.empty()) {
+      auto it = node_by_name_.find(node);
+      if (it == node_by_name_.end()) {
+        return absl::InvalidArgumentError(StrCat(o_.cluster_source, ": pod ", p.pod.Key(),
+                                                 " is bound to node \"", node, "\", which is not in the file"));
+      }
+      ToBerth(core::PodUpsert{p.pod});
+      BindPod(index, it->second);
+    } else {
+      ToBerth(core::PodUpsert{p.pod});
+      ++pending_pods_;
+      Enqueue(index);
+    }
+  }
+  return absl::OkStatus();
+}
+
+int World::PoolIndex(std::string_view name) const {
+  for (size_t i = 1; i < pool_names_.size(); ++i) {
+    if (pool_names_[i] == name) return static_cast<int>(i);
+  }
+  return 0;
+}
+
+// SPEC 6.1: the pool whose selector matches the node; none or several: the default pool.
+int World::PoolOfNode(const core::Node& n) const {
+  int found = 0;
+  for (size_t i = 0; i < pools_.size(); ++i) {
+    if (!pools_[i].node_selector.Matches(n.labels)) continue;
+    if (found != 0) return 0;
+    found = static_cast<int>(i) + 1;
+  }
+  return found;
+}
+
+int World::QueueIndex(std::string_view name) {
+  for (size_t i = 0; i < queue_names_.size(); ++i) {
+    if (queue_names_[i] == name) return static_cast<int>(i);
+  }
+  queue_names_.emplace_back(name);
+  queue_weights_.push_back(1);
+  queue_usage_.push_back(0);
+  queue_pods_.push_back(0);
+  return static_cast<int>(queue_names_.size()) - 1;
+}
+
+void World::ToBerth(const core::ModelEvent& e) {
+  if (!berth_) return;
+  if (o_.break_rules.contains(kBreakPodDeletes) && std::holds_alternative<core::PodDelete>(e)) return;
+  model_->Apply(e);
+}
+
+
+// The v1.Pod a job's controller would create: requests in one container, the berth labels and
+// annotations the job asks for, and its priority resolved from its PriorityClass, as the API
+// server's admission does.
+absl::StatusOr<int> World::MakePod(int job, const PodTemplate& t, int member, int incarnation) {
+  const Job& spec = *jobs_[static_cast<size_t>(job)].spec;
+  const std::string name = incarnation == 0 ? StrCat(spec.name, "-", t.name, "-", member)
+                                            : StrCat(spec.name, "-", t.name, "-", member, "-r", incarnation);
+  nlohmann::json labels = nlohmann::json::object();
+  nlohmann::json annotations = nlohmann::json::object();
+  labels["job-name"] = spec.name;
+  if (!spec.queue.empty()) labels["berth.io/queue"] = spec.queue;
+  if (spec.min_member) labels[std::string(kGangLabel)] = spec.name;
+  if (!spec.pool.empty()) annotations["berth.io/pool"] = spec.pool;
+  if (spec.lifetime) annotations["berth.io/lifetime"] = StrCat(absl::ToInt64Seconds(*spec.lifetime), "s");
+  if (spec.max_hops) annotations["berth.io/max-hops"] = StrCat(*spec.max_hops);
+  nlohmann::json requests = nlohmann::json::object();
+  for (const auto& [k, v] : t.requests) requests[k] = v;
+  nlohmann::json pod_spec = {{"schedulerName", o_.config.scheduler_name},
+                             {"terminationGracePeriodSeconds", absl::ToInt64Seconds(o_.termination_grace)},
+                             {"containers", {{{"name", "main"}, {"image", "training:latest"},
+                                              {"resources", {{"requests", requests}}}}}}};
+  const std::string pc = spec.priority_class.empty() ? default_priority_class_ : spec.priority_class;
+  if (!pc.empty()) {
+    pod_spec["priorityClassName"] = pc;
+    pod_spec["priority"] = priority_classes_[pc];
+  }
+  if (!t.node_selector.empty()) pod_spec["nodeSelector"] = t.node_selector;
+  if (!t.tolerations.empty()) {
+    nlohmann::json tol = nlohmann::json::array();
+    for (const std::string& k : t.tolerations) tol.push_back({{"key", k}, {"operator", "Exists"}});
+    pod_spec["tolerations"] = tol;
+  }
+  const std::string uid = StrCat("sim-", job, "-", member, "-", incarnation);
+  nlohmann::json obj = {
+      {"apiVersion", "v1"},
+      {"kind", "Pod"},
+      {"metadata", {{"name", name}, {"namespace", spec.ns}, {"uid", uid},
+                    {"creationTimestamp", absl::FormatTime(absl::RFC3339_sec, clock_.Now(), absl::UTCTimeZone())},
+                    {"labels", labels}, {"annotations", annotations}}},
+      {"spec", pod_spec},
+      {"status", {{"phase", "Pending"}}}};
+  SimPod sp;
+  sp.job = job;
+  sp.json = obj.dump();
+  absl::StatusOr<JsonDocument> doc = JsonDocument::Parse(sp.json);
+  if (!doc.ok()) return doc.status();
+  simdjson::dom::object root;
+  if (doc->root().get(root) != simdjson::SUCCESS) return absl::InternalError("pod JSON is not an object");
+  const JsonPath path;
+  absl::StatusOr<core::Pod> pod = DecodePod(root, names(), path);
+  if (!pod.ok()) {
+    return absl::InvalidArgumentError(StrCat(o_.workload_source, ": job ", spec.name, ": ", pod.status().message()));
+  }
+  sp.pod = *std::move(pod);
+  sp.pod.creation = clock_.Now();
+  sp.managed = true;
+  sp.home_pool = PoolIndex(spec.pool);
+  sp.queue = jobs_[static_cast<size_t>(job)].queue;
+  sp.cpus = static_cast<double>(sp.pod.request.Get(core::kCpu)) / 1000.0;
+  if (auto gpu = names().Find("nvidia.com/gpu")) sp.gpus = static_cast<double>(sp.pod.request.Get(*gpu));
+  sp.units = sp.cpus + gpu_weight_ * sp.gpus +
+             mem_weight_ * static_cast<double>(sp.pod.request.Get(core::kMemory)) / double(1LL << 30);
+  const int index = static_cast<int>(pods_.size());
+  pod_by_uid_[uid] = index;
+  pods_.push_back(std::move(sp));
+  return index;
+}
+
+void World::Submit(int j) {
+  SimJob& job = jobs_[static_cast<size_t>(j)];
+  job.submitted = true;
+  if (berth_ && job.min_member > 0) {
+    core::PodGroup g;
+    g.ns = job.spec->ns;
+    g.name = job.spec->name;
+    g.min_member = job.min_member;
+    if (job.spec->schedule_timeout_seconds) g.schedule_timeout_seconds = *job.spec->schedule_timeout_seconds;
+    g.creation = clock_.Now();
+    ToBerth(core::PodGroupUpsert{std::move(g)});
+  }
+  int member = 0;
+  for (const PodTemplate& t : job.spec->pods) {
+    for (int k = 0; k < t.count; ++k, ++member) {
+      absl::StatusOr<int> p = MakePod(j, t, member, 0);
+      if (!p.ok()) {
+        spdlog::error("{}", ToStd(p.status().message()));
+        continue;
+      }
+      job.pods.push_back(*p);
+      SimPod& pod = pods_[static_cast<size_t>(*p)];
+      ToBerth(core::PodUpsert{pod.pod});
+      ++pending_pods_;
+      ++queue_pods_[static_cast<size_t>(pod.queue)];
+      Enqueue(*p);
+    }
+  }
+}
+
+// ---- the cluster's changes --------------------------------------------------------------------
+
+void World::CountOnNode(int p, int node, int sign) {
+  SimPod& pod = pods_[static_cast<size_t>(p)];
+  SimNode& n = nodes_[static_cast<size_t>(node)];
+  const bool counted = n.present && !n.node.unschedulable;
+  if (sign > 0) {
+    n.requested.Add(pod.pod.request);
+    if (counted) total_requested_.Add(pod.pod.request);
+  } else {
+    n.requested.Sub(pod.pod.request);
+    if (counted) total_requested_.Sub(pod.pod.request);
+  }
+  if (!pod.managed) return;
+  queue_usage_[static_cast<size_t>(pod.queue)] += sign * pod.units;
+  if (pod.home_pool != n.pool) {
+    n.borrowed_units += sign * pod.units;
+    if (sign > 0) n.borrowed.Add(pod.pod.request); else n.borrowed.Sub(pod.pod.request);
+    pool_lent_[static_cast<size_t>(n.pool)] += sign * pod.units;
+    pool_borrowed_[static_cast<size_t>(pod.home_pool)] += sign * pod.units;
+  }
+}
+
+void World::BindPod(int p, int node) {
+  SimPod& pod = pods_[static_cast<size_t>(p)];
+  SimNode& n = nodes_[static_cast<size_t>(node)];
+  pod.node = node;
+  pod.bound_at = now_;
+  last_progress_ = now_;
+  pod.nominated = -1;
+  pod.pod.node_name = n.node.name;
+  pod.pod.phase = core::PodPhase::kRunning;
+  pod.pod.started = clock_.Now();
+  pod.pod.nominated_node = "";
+  n.pods.push_back(p);
+  CountOnNode(p, node, +1);
+  ToBerth(core::PodUpsert{pod.pod});
+  CheckNode(node);
+  if (pod.job < 0) return;
+  --pending_pods_;
+  ++metrics_.pods_started;
+  SimJob& job = jobs_[static_cast<size_t>(pod.job)];
+  const Micros duration = ToMicros(job.spec->duration);
+  if (job.min_member == 0) {
+    Push(now_ + duration, EventType::kPodFinish, p);
+    bool all = true;
+    for (int q : job.pods) all &= pods_[static_cast<size_t>(q)].node >= 0;
+    if (all && job.first_start < 0) {
+      job.first_start = now_;
+      RecordFirstNodes(job);
+    }
+    return;
+  }
+  ++job.bound;
+  if (job.start >= 0) return;  // an elastic member joins a running gang
+  if (job.bound >= job.min_member) {
+    job.start = now_;
+    if (job.first_start < 0) {
+      job.first_start = now_;
+      RecordFirstNodes(job);
+    }
+    job.partial_since = -1;
+    Push(now_ + duration, EventType::kJobFinish, pod.job, job.epoch);
+  } else if (job.partial_since < 0) {
+    job.partial_since = now_;
+    job.partial_reported = false;
+    Push(now_ + job.timeout, EventType::kGangCheck, pod.job, job.epoch);
+  }
+}
+
+void World::RecordFirstNodes(SimJob& job) {
+  for (int q : job.pods) {
+    const int n = pods_[static_cast<size_t>(q)].node;
+    job.first_nodes.push_back(n >= 0 ? nodes_[static_cast<size_t>(n)].node.name : "");
+  }
+}
+
+void World::Evicted(const SimPod& p, const std::string& cause, bool work_lost) {
+  EvictionCount& e = evictions_[cause];
+  e.cause = cause;
+  ++e.pods;
+  if (work_lost && p.bound_at >= 0) {
+    const double hours = Seconds(now_ - p.bound_at) / 3600.0;
+    e.gpu_hours_lost += hours * p.gpus;
+    e.cpu_hours_lost += hours * p.cpus;
+  }
+}
+
+// A graceful deletion (eviction, preemption, drain): the pod keeps its room for its grace
+// period, then it is gone and its job's controller makes a new one.
+void World::StartTerminating(int p, const std::string& cause) {
+  SimPod& pod = pods_[static_cast<size_t>(p)];
+  if (pod.terminating || pod.gone) return;
+  if (pod.pod.priority >= kProductionPriority && cause != "drain" && cause != "node-failure") {
+    Violation(3, StrCat("production pod ", pod.pod.Key(), " (priority ", pod.pod.priority,
+                        ") was deleted for ", cause, " at t=", Seconds(now_), "s"));
+  }
+  pod.terminating = true;
+  pod.pod.terminating = true;
+  if (pod.node < 0) {  // never bound: gone at once
+    RemovePod(p, false);
+    return;
+  }
+  ToBerth(core::PodUpsert{pod.pod});
+  if (pod.job >= 0) MemberLeft(pod.job, p, cause);
+  Push(now_ + ToMicros(o_.termination_grace), EventType::kDeleted, p);
+}
+
+// A member stopped counting for its job (it is terminating or gone).
+void World::MemberLeft(int j, int p, const std::string& cause) {
+  SimJob& job = jobs_[static_cast<size_t>(j)];
+  SimPod& pod = pods_[static_cast<size_t>(p)];
+  if (job.done) return;
+  if (job.min_member == 0) {
+    Evicted(pod, cause, true);
+    ++job.restarts;
+    Recreate(p);
+    return;
+  }
+  const bool was_running = job.start >= 0;
+  --job.bound;
+  if (was_running && job.bound < job.min_member) {
+    // The gang fell below its minimum: the run is lost, every member's work with it.
+    Evicted(pod, cause, true);
+    for (int q : job.pods) {
+      const SimPod& m = pods_[static_cast<size_t>(q)];
+      if (q != p && m.node >= 0 && !m.terminating) {
+        const double hours = Seconds(now_ - std::max(m.bound_at, job.start)) / 3600.0;
+        evictions_[cause].gpu_hours_lost += hours * m.gpus;
+        evictions_[cause].cpu_hours_lost += hours * m.cpus;
+      }
+    }
+    job.start = -1;
+    ++job.epoch;
+    ++job.restarts;
+    if (job.bound > 0) {
+      job.partial_since = now_;
+      job.partial_reported = false;
+      Push(now_ + job.timeout, EventType::kGangCheck, j, job.epoch);
+    }
+  } else {
+    // An elastic member of a running gang, or a member of a gang that had not started: the
+    // job's progress is not lost.
+    Evicted(pod, cause, false);
+  }
+  Recreate(p);
+}
+
+// The job's controller replaces a pod that was evicted or preempted.
+void World::Recreate(int p) {
+  SimPod& old = pods_[static_cast<size_t>(p)];
+  SimJob& job = jobs_[static_cast<size_t>(old.job)];
+  auto slot = std::find(job.pods.begin(), job.pods.end(), p);
+  if (slot == job.pods.end()) return;
+  const int member = static_cast<int>(slot - job.pods.begin());
+  int k = member;
+  const PodTemplate* t = nullptr;
+  for (const PodTemplate& pt : job.spec->pods) {
+    if (k < pt.count) { t = &pt; break; }
+    k -= pt.count;
+  }
+  if (t == nullptr) return;
+  const int incarnation = ++job.incarnations;
+  const int queue = old.queue;
+  absl::StatusOr<int> fresh = MakePod(old.job, *t, k, incarnation);
+  if (!fresh.ok()) return;
+  job.pods[static_cast<size_t>(member)] = *fresh;
+  SimPod& np = pods_[static_cast<size_t>(*fresh)];
+  ToBerth(core::PodUpsert{np.pod});
+  ++pending_pods_;
+  ++queue_pods_[static_cast<size_t>(queue)];
+  Enqueue(*fresh);
+}
+
+// The pod is gone from the API server (deleted, or finished: kube-scheduler's informer drops
+// Succeeded pods, and so does berth's pod watch).
+void World::RemovePod(int p, bool finished) {
+  SimPod& pod = pods_[static_cast<size_t>(p)];
+  if (pod.gone) return;
+  pod.gone = true;
+  pod.q = QueueState::kNone;
+  if (pod.job >= 0) --queue_pods_[static_cast<size_t>(pod.queue)];
+  const int node = pod.node;
+  if (node >= 0) {
+    SimNode& n = nodes_[static_cast<size_t>(node)];
+    auto it = std::find(n.pods.begin(), n.pods.end(), p);
+    if (it != n.pods.end()) { *it = n.pods.back(); n.pods.pop_back(); }
+    CountOnNode(p, node, -1);
+  } else if (pod.job >= 0) {
+    --pending_pods_;
+  }
+  ToBerth(core::PodDelete{.uid = pod.pod.uid.str(), .ns = pod.pod.ns.str(), .name = pod.pod.name.str()});
+  if (node >= 0) CheckNode(node);
+  (void)finished;
+  pod.json.clear();
+  pod.json.shrink_to_fit();
+  // AssignedPodDelete: kube-scheduler moves every unschedulable pod.
+  if (node >= 0) MoveAll();
+}
+
+void World::FinishJob(int j) {
+  SimJob& job = jobs_[static_cast<size_t>(j)];
+  if (job.done) return;
+  job.done = true;
+  job.end = now_;
+  --jobs_left_;
+  ++metrics_.jobs_completed;
+  metrics_.makespan = std::max(metrics_.makespan, Seconds(now_));
+  for (int q : job.pods) {
+    SimPod& m = pods_[static_cast<size_t>(q)];
+    if (m.gone) continue;
+    if (m.node >= 0) m.pod.phase = core::PodPhase::kSucceeded;
+    RemovePod(q, true);
+  }
+  if (berth_ && job.min_member > 0) {
+    ToBerth(core::PodGroupDelete{.ns = job.spec->ns, .name = job.spec->name});
+  }
+}
+
+void World::NodeChange(const NodeEvent& e) {
+  auto it = node_by_name_.find(e.node);
+  if (e.action == NodeEvent::Action::kAdd) {
+    core::Node n;
+    n.name = e.node;
+    for (const auto& [k, v] : e.labels) n.labels.Set(k, v);
+    for (const auto& [k, v] : e.allocatable) {
+      absl::StatusOr<core::ResourceId> id = names().Intern(k);
+      absl::StatusOr<core::Quantity> q = core::Quantity::Parse(v);
+      if (!id.ok() || !q.ok()) continue;  // the workload parser has checked both
+      n.allocatable.Set(*id, names().Scale(*id) == core::ResourceScale::kMilli ? q->MilliValue() : q->Value());
+    }
+    if (n.allocatable.Get(core::kPods) == 0) n.allocatable.Set(core::kPods, 110);
+    n.capacity = n.allocatable;
+    n.creation = clock_.Now();
+    int index;
+    if (it == node_by_name_.end()) {
+      index = static_cast<int>(nodes_.size());
+      node_by_name_[n.name] = index;
+      nodes_.push_back(SimNode{.node = n});
+      nominated_.emplace_back();
+    } else {
+      index = it->second;
+      SimNode& old = nodes_[static_cast<size_t>(index)];
+      if (old.present && !old.node.unschedulable) total_allocatable_.Sub(old.node.allocatable);
+      old.node = n;
+      old.present = true;
+    }
+    SimNode& sn = nodes_[static_cast<size_t>(index)];
+    sn.pool = PoolOfNode(sn.node);
+    total_allocatable_.Add(sn.node.allocatable);
+    ToBerth(core::NodeUpsert{sn.node});
+    MoveAll();
+    return;
+  }
+  if (it == node_by_name_.end()) return;
+  SimNode& n = nodes_[static_cast<size_t>(it->second)];
+  const bool counted = n.present && !n.node.unschedulable;
+  switch (e.action) {
+    case NodeEvent::Action::kDrain: {
+      if (counted) { total_allocatable_.Sub(n.node.allocatable); total_requested_.Sub(n.requested); }
+      n.node.unschedulable = true;
+      ToBerth(core::NodeUpsert{n.node});
+      const std::vector<int> on = n.pods;
+      for (int p : on) {
+        if (pods_[static_cast<size_t>(p)].job >= 0) StartTerminating(p, "drain");
+      }
+      break;
+    }
+    case NodeEvent::Action::kFail: {
+      if (counted) { total_allocatable_.Sub(n.node.allocatable); total_requested_.Sub(n.requested); }
+      n.present = false;
+      const std::vector<int> on = n.pods;
+      for (int p : on) {
+        SimPod& pod = pods_[static_cast<size_t>(p)];
+        if (pod.job >= 0 && !pod.terminating) {
+          pod.terminating = true;
+          MemberLeft(pod.job, p, "node-failure");
+        }
+        // The node is gone: its pods are deleted at once (no kubelet to wait for).
+        RemovePod(p, false);
+      }
+      n.requested = core::ResourceVector();
+      ToBerth(core::NodeDelete{n.node.name});
+      break;
+    }
+    case NodeEvent::Action::kRestore: {
+      if (!counted) {
+        n.present = true;
+        n.node.unschedulable = false;
+        total_allocatable_.Add(n.node.allocatable);
+        total_requested_.Add(n.requested);
+      }
+      ToBerth(core::NodeUpsert{n.node});
+      MoveAll();
+      break;
+    }
+    case NodeEvent::Action::kAdd: break;
+  }
+}
+
+// ---- kube-scheduler's queue -------------------------------------------------------------------
+
+void World::Enqueue(int p) {
+  SimPod& pod = pods_[static_cast<size_t>(p)];
+  pod.q = QueueState::kActive;
+  pod.enqueued = now_;
+  active_.push(ActiveEntry{pod.pod.priority, now_, seq_++, p, ++pod.token});
+}
+
+void World::ToBackoffOrActive(int p) {
+  SimPod& pod = pods_[static_cast<size_t>(p)];
+  if (pod.backoff_until > now_) {
+    pod.q = QueueState::kBackoff;
+    Push(pod.backoff_until, EventType::kBackoffDone, p, static_cast<int32_t>(++pod.token));
+  } else {
+    Enqueue(p);
+  }
+}
+
+void World::MoveAll() {
+  move_cycle_ = cycle_;
+  std::vector<int> parked;
+  parked.swap(unschedulable_);
+  for (int p : parked) {
+    if (pods_[static_cast<size_t>(p)].q == QueueState::kUnschedulable) ToBackoffOrActive(p);
+  }
+}
+
+// After a failed attempt: backoff grows 1 s, 2 s, 4 s... up to the maximum. An unschedulable
+// pod waits for a cluster event unless one came during its attempt; an error backs off.
+void World::Failed(int p, bool error) {
+  SimPod& pod = pods_[static_cast<size_t>(p)];
+  Micros backoff = ToMicros(o_.initial_backoff);
+  for (int i = 1; i < pod.attempts && backoff < ToMicros(o_.max_backoff); ++i) backoff *= 2;
+  pod.backoff_until = now_ + std::min(backoff, ToMicros(o_.max_backoff));
+  if (error || move_cycle_ >= pod.cycle) {
+    ToBackoffOrActive(p);
+    return;
+  }
+  pod.q = QueueState::kUnschedulable;
+  pod.unschedulable_since = now_;
+  unschedulable_.push_back(p);
+}
+
+bool World::ResourcesFit(const SimPod& p, const SimNode& n, const core::ResourceVector* extra) const {
+  const core::ResourceVector& req = p.pod.request;
+  for (size_t i = 0; i < req.size(); ++i) {
+    const auto id = static_cast<core::ResourceId>(i);
+    const int64_t want = req.Get(id);
+    if (want == 0) continue;
+    const int64_t used = n.requested.Get(id) + (extra != nullptr ? extra->Get(id) : 0);
+    if (used + want > n.node.allocatable.Get(id)) return false;
+  }
+  return true;
+}
+
+// kube-scheduler's in-tree filters that matter here: NodeUnschedulable, NodeAffinity and
+// TaintToleration (PlacementAllows), then NodeResourcesFit with the pods nominated to the node
+// at this pod's priority or above counted as if they ran there.
+bool World::InTreeFits(const SimPod& p, int node, bool with_nominated, std::string_view* why) const {
+  const SimNode& n = nodes_[static_cast<size_t>(node)];
+  if (!n.present) { *why = "unresolvable"; return false; }
+  if (!core::PlacementAllows(p.pod, n.node)) { *why = "unresolvable"; return false; }
+  if (o_.break_rules.contains(kBreakInTreeFit)) return true;
+  core::ResourceVector nominated;
+  const core::ResourceVector* extra = nullptr;
+  if (with_nominated) {
+    for (int q : nominated_[static_cast<size_t>(node)]) {
+      const SimPod& other = pods_[static_cast<size_t>(q)];
+      if (&other != &p && other.pod.priority >= p.pod.priority) nominated.Add(other.pod.request);
+    }
+    if (!nominated.IsZero()) extra = &nominated;
+  }
+  if (!ResourcesFit(p, n, extra)) { *why = "resources"; return false; }
+  return true;
+}
+
+// ---- one scheduling attempt --------------------------------------------------------------------
+
+int64_t World::LeastAllocated(const SimPod& p, const SimNode& n) const {
+  // NodeResourcesFit's default strategy: the share of cpu and memory left free after the pod,
+  // 0..100, averaged with equal weights.
+  int64_t sum = 0;
+  for (core::ResourceId id : {core::kCpu, core::kMemory}) {
+    const int64_t alloc = n.node.allocatable.Get(id);
+    if (alloc <= 0) continue;
+    const int64_t left = alloc - n.requested.Get(id) - p.pod.request.Get(id);
+    sum += std::max<int64_t>(0, left) * 100 / alloc;
+  }
+  return sum / 2;
+}
+
+std::string World::FilterBody(const SimPod& p, const std::vector<int>& nodes) const {
+  std::string body;
+  body.reserve(p.json.size() + 32 + nodes.size() * 16);
+  body.append(R"({"Pod":)").append(p.json).append(R"(,"Nodes":null,"NodeNames":[)");
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    if (i > 0) body.push_back(',');
+    AppendJsonString(&body, nodes_[static_cast<size_t>(nodes[i])].node.name);
+  }
+  body.append("]}");
+  return body;
+}
+
+namespace {
+// kube-scheduler's numFeasibleNodesToFind (1.26).
+size_t FeasibleToFind(size_t all, int percentage) {
+  if (all < 100 || percentage >= 100) return all;
+  int64_t p = percentage;
+  if (p <= 0) p = std::max<int64_t>(5, 50 - static_cast<int64_t>(all) / 125);
+  return std::max<size_t>(100, all * static_cast<size_t>(p) / 100);
+}
+
+struct FilterAnswer {
+  bool error = false;
+  std::vector<std::string> pass, failed;
+};
+
+FilterAnswer ParseFilterAnswer(const Reply& r) {
+  FilterAnswer a;
+  if (r.status != 200) { a.error = true; return a; }
+  absl::StatusOr<simdjson::dom::element> el = ParseReused(r.body);
+  if (!el.ok()) { a.error = true; return a; }
+  simdjson::dom::object obj;
+  if (el->get(obj) != simdjson::SUCCESS) { a.error = true; return a; }
+  std::string_view err;
+  if (obj["Error"].get(err) == simdjson::SUCCESS && !err.empty()) { a.error = true; return a; }
+  simdjson::dom::array names;
+  if (obj["NodeNames"].get(names) == simdjson::SUCCESS) {
+    for (simdjson::dom::element n : names) {
+      std::string_view s;
+      if (n.get(s) == simdjson::SUCCESS) a.pass.emplace_back(s);
+    }
+  }
+  simdjson::dom::object failed;
+  if (obj["FailedNodes"].get(failed) == simdjson::SUCCESS) {
+    for (auto field : failed) a.failed.emplace_back(field.key);
+  }
+  return a;
+}
+}  // namespace
+
+void World::ScheduleOne(int p) {
+  ++cycle_;
+  {
+    SimPod& pod = pods_[static_cast<size_t>(p)];
+    pod.cycle = cycle_;
+    ++pod.attempts;
+  }
+  ++metrics_.scheduling_attempts;
+  auto timed = [&](std::string_view verb, auto&& call) {
+    const auto start = std::chrono::steady_clock::now();
+    Reply r = call();
+    metrics_.verb_seconds[std::string(verb)] +=
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    ++metrics_.verb_calls[std::string(verb)];
+    return r;
+  };
+  auto ext_filter = [&](const std::vector<int>& nodes, std::vector<int>* pass,
+                        std::vector<int>* failed) -> bool {
+    const std::string body = FilterBody(pods_[static_cast<size_t>(p)], nodes);
+    Reply r = timed("filter", [&] { return service_->Filter(body); });
+    FilterAnswer a = ParseFilterAnswer(r);
+    CarryOutIntents();
+    if (a.error) return false;
+    for (const std::string& n : a.pass) {
+      auto it = node_by_name_.find(n);
+      if (it != node_by_name_.end()) pass->push_back(it->second);
+    }
+    for (const std::string& n : a.failed) {
+      auto it = node_by_name_.find(n);
+      if (it != node_by_name_.end()) failed->push_back(it->second);
+    }
+    return true;
+  };
+
+  int chosen = -1;
+  std::vector<int> feasible, preemptable;
+  // The nominated node first (kube-scheduler's evaluateNominatedNode): if it passes the filters
+  // and the extender, it is the answer.
+  if (const int nom = pods_[static_cast<size_t>(p)].nominated; nom >= 0) {
+    std::string_view why;
+    if (InTreeFits(pods_[static_cast<size_t>(p)], nom, true, &why)) {
+      std::vector<int> pass, failed;
+      if (!berth_) {
+        chosen = nom;
+      } else if (!ext_filter({nom}, &pass, &failed)) {
+        Failed(p, true);
+        return;
+      } else if (!pass.empty()) {
+        chosen = nom;
+      }
+    }
+  }
+  if (chosen < 0) {
+    const size_t all = nodes_.size();
+    const size_t want = FeasibleToFind(all, o_.percentage_of_nodes_to_score);
+    size_t processed = 0;
+    const size_t start = next_start_node_ % all;
+    for (; processed < all && feasible.size() < want; ++processed) {
+      const int n = static_cast<int>((start + processed) % all);
+      std::string_view why;
+      if (InTreeFits(pods_[static_cast<size_t>(p)], n, true, &why)) {
+        feasible.push_back(n);
+      } else if (why == "resources") {
+        preemptable.push_back(n);
+      }
+    }
+    next_start_node_ = (start + processed) % all;
+    if (!feasible.empty() && berth_) {
+      std::vector<int> pass, failed;
+      if (!ext_filter(feasible, &pass, &failed)) {
+        Failed(p, true);
+        return;
+      }
+      feasible = std::move(pass);
+      preemptable.insert(preemptable.end(), failed.begin(), failed.end());
+    }
+    if (feasible.empty()) {
+      CheckPoolWait(p);
+      Preempt(p, preemptable);
+      Failed(p, false);
+      return;
+    }
+    if (feasible.size() == 1) {
+      chosen = feasible[0];
+    } else {
+      // Score: NodeResourcesFit (weight 1, 0..100) plus berth's 0..10 x weight x 10; the top
+      // total wins, ties at random (kube-scheduler's selectHost).
+      std::vector<int64_t> total(feasible.size());
+      for (size_t i = 0; i < feasible.size(); ++i) {
+        total[i] = LeastAllocated(pods_[static_cast<size_t>(p)], nodes_[static_cast<size_t>(feasible[i])]);
+      }
+      if (berth_) {
+        const std::string body = FilterBody(pods_[static_cast<size_t>(p)], feasible);
+        Reply r = timed("prioritize", [&] { return service_->Prioritize(body); });
+        absl::StatusOr<simdjson::dom::element> el = ParseReused(r.body);
+        simdjson::dom::array arr;
+        if (r.status == 200 && el.ok() && el->get(arr) == simdjson::SUCCESS) {
+          absl::flat_hash_map<std::string_view, size_t> at;
+          for (size_t i = 0; i < feasible.size(); ++i) at[nodes_[static_cast<size_t>(feasible[i])].node.name] = i;
+          for (simdjson::dom::element e : arr) {
+            std::string_view host;
+            int64_t score = 0;
+            if (e["Host"].get(host) != simdjson::SUCCESS || e["Score"].get(score) != simdjson::SUCCESS) continue;
+            if (auto it = at.find(host); it != at.end()) total[it->second] += score * o_.extender_weight * 10;
+          }
+        }  // a prioritize error is ignored, as kube-scheduler ignores it
+      }
+      int64_t best = -1;
+      int ties = 0;
+      for (size_t i = 0; i < feasible.size(); ++i) {
+        if (total[i] > best) {
+          best = total[i];
+          chosen = feasible[i];
+          ties = 1;
+        } else if (total[i] == best && std::uniform_int_distribution<int>(0, ties++)(rng_) == 0) {
+          chosen = feasible[i];
+        }
+      }
+    }
+  }
+  // Bind: berth binds through its bind verb; the baseline's DefaultBinder binds at once.
+  if (!berth_) {
+    BindPod(p, chosen);
+    return;
+  }
+  const SimPod& pod = pods_[static_cast<size_t>(p)];
+  std::string body = R"({"PodName":)";
+  AppendJsonString(&body, pod.pod.name.view());
+  body.append(R"(,"PodNamespace":)");
+  AppendJsonString(&body, pod.pod.ns.view());
+  body.append(R"(,"PodUID":)");
+  AppendJsonString(&body, pod.pod.uid.view());
+  body.append(R"(,"Node":)");
+  AppendJsonString(&body, nodes_[static_cast<size_t>(chosen)].node.name);
+  body.push_back('}');
+  Reply r = timed("bind", [&] { return service_->Bind(body); });
+  bool ok = r.status == 200;
+  if (ok) {
+    absl::StatusOr<simdjson::dom::element> el = ParseReused(r.body);
+    std::string_view err;
+    ok = el.ok() && (*el)["Error"].get(err) == simdjson::SUCCESS && err.empty();
+  }
+  CarryOutIntents();
+  if (!ok || pods_[static_cast<size_t>(p)].node < 0) Failed(p, true);
+}
+
+// kube-scheduler's DefaultPreemption (1.26), then berth's preempt verb on its proposal.
+void World::Preempt(int p, const std::vector<int>& candidates) {
+  if (candidates.empty()) return;
+  const SimPod& pod = pods_[static_cast<size_t>(p)];
+  if (pod.nominated >= 0) {
+    // A pod whose nominated node still has lower-priority pods terminating waits for them.
+    for (int q : nodes_[static_cast<size_t>(pod.nominated)].pods) {
+      const SimPod& other = pods_[static_cast<size_t>(q)];
+      if (other.terminating && other.pod.priority < pod.pod.priority) return;
+    }
+  }
+  struct Candidate {
+    int node;
+    std::vector<int> victims;  // highest priority first
+  };
+  std::vector<Candidate> found;
+  const size_t want = std::min(candidates.size(), std::max<size_t>(100, candidates.size() / 10));
+  const size_t offset = std::uniform_int_distribution<size_t>(0, candidates.size() - 1)(rng_);
+  for (size_t i = 0; i < candidates.size() && found.size() < want; ++i) {
+    const int n = candidates[(offset + i) % candidates.size()];
+    SimNode& node = nodes_[static_cast<size_t>(n)];
+    std::vector<int> lower;
+    for (int q : node.pods) {
+      const SimPod& other = pods_[static_cast<size_t>(q)];
+      if (!other.terminating && other.pod.priority < pod.pod.priority) lower.push_back(q);
+    }
+    if (lower.empty()) continue;
+    // Remove every lower-priority pod; if the pod fits, put back as many as it allows, most
+    // important first.
+    const core::ResourceVector saved = node.requested;
+    for (int q : lower) node.requested.Sub(pods_[static_cast<size_t>(q)].pod.request);
+    std::string_view why;
+    if (!InTreeFits(pod, n, true, &why)) {
+      node.requested = saved;
+      continue;
+    }
+    std::sort(lower.begin(), lower.end(), [&](int a, int b) {
+      const SimPod& x = pods_[static_cast<size_t>(a)];
+      const SimPod& y = pods_[static_cast<size_t>(b)];
+      if (x.pod.priority != y.pod.priority) return x.pod.priority > y.pod.priority;
+      return x.bound_at < y.bound_at;
+    });
+    Candidate c{n, {}};
+    for (int q : lower) {
+      node.requested.Add(pods_[static_cast<size_t>(q)].pod.request);
+      if (!InTreeFits(pod, n, true, &why)) {
+        node.requested.Sub(pods_[static_cast<size_t>(q)].pod.request);
+        c.victims.push_back(q);
+      }
+    }
+    node.requested = saved;
+    if (!c.victims.empty()) found.push_back(std::move(c));
+  }
+  if (found.empty()) return;
+  if (berth_) {
+    std::string body = R"({"Pod":)";
+    body.append(pod.json).append(R"(,"NodeNameToVictims":null,"NodeNameToMetaVictims":{)");
+    for (size_t i = 0; i < found.size(); ++i) {
+      if (i > 0) body.push_back(',');
+      AppendJsonString(&body, nodes_[static_cast<size_t>(found[i].node)].node.name);
+      body.append(R"(:{"Pods":[)");
+      for (size_t k = 0; k < found[i].victims.size(); ++k) {
+        if (k > 0) body.push_back(',');
+        body.append(R"({"UID":)");
+        AppendJsonString(&body, pods_[static_cast<size_t>(found[i].victims[k])].pod.uid.view());
+        body.push_back('}');
+      }
+      body.append(R"(],"NumPDBViolations":0})");
+    }
+    body.append("}}");
+    const auto t0 = std::chrono::steady_clock::now();
+    Reply r = service_->Preempt(body);
+    metrics_.verb_seconds["preempt"] += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    ++metrics_.verb_calls["preempt"];
+    CarryOutIntents();
+    // berth's answer replaces the proposal; kube-scheduler checks every victim is a pod of its
+    // cache on that node, else the whole call is an error and nothing is preempted.
+    std::vector<Candidate> answer;
+    absl::StatusOr<simdjson::dom::element> el = ParseReused(r.body);
+    simdjson::dom::object map;
+    if (r.status != 200 || !el.ok() || (*el)["NodeNameToMetaVictims"].get(map) != simdjson::SUCCESS) return;
+    for (auto field : map) {
+      auto nit = node_by_name_.find(std::string(field.key));
+      if (nit == node_by_name_.end()) return;
+      Candidate c{nit->second, {}};
+      simdjson::dom::array victims;
+      if (field.value["Pods"].get(victims) != simdjson::SUCCESS) return;
+      for (simdjson::dom::element v : victims) {
+        std::string_view uid;
+        if (v["UID"].get(uid) != simdjson::SUCCESS) return;
+        auto pit = pod_by_uid_.find(std::string(uid));
+        if (pit == pod_by_uid_.end() || pods_[static_cast<size_t>(pit->second)].node != c.node) return;
+        c.victims.push_back(pit->second);
+      }
+      if (c.victims.empty()) return;
+      std::sort(c.victims.begin(), c.victims.end(), [&](int a, int b) {
+        return pods_[static_cast<size_t>(a)].pod.priority > pods_[static_cast<size_t>(b)].pod.priority;
+      });
+      answer.push_back(std::move(c));
+    }
+    found = std::move(answer);
+    if (found.empty()) return;
+  }
+  // SelectCandidate: lowest highest-victim priority, then the smallest priority sum, then the
+  // fewest victims, then the latest start of the most important victim (no PDBs here).
+  auto key = [&](const Candidate& c) {
+    int64_t sum = 0;
+    for (int v : c.victims) sum += pods_[static_cast<size_t>(v)].pod.priority;
+    const SimPod& top = pods_[static_cast<size_t>(c.victims.front())];
+    return std::make_tuple(top.pod.priority, sum, c.victims.size(), -top.bound_at);
+  };
+  const Candidate* best = &found.front();
+  for (const Candidate& c : found) {
+    if (key(c) < key(*best)) best = &c;
+  }
+  const int node = best->node;
+  if (spdlog::should_log(spdlog::level::debug)) {
+    std::string names;
+    for (int v : best->victims) StrAppend(&names, names.empty() ? "" : ", ", pods_[static_cast<size_t>(v)].pod.Key());
+    spdlog::debug("sim {} t={}s: kube-scheduler preempts [{}] on node {} for pod {}", metrics_.world, Seconds(now_),
+                  names, nodes_[static_cast<size_t>(best->node)].node.name, pods_[static_cast<size_t>(p)].pod.Key());
+  }
+  TerminateBatch(best->victims, "preemption");
+  SimPod& preemptor = pods_[static_cast<size_t>(p)];
+  if (preemptor.nominated >= 0) std::erase(nominated_[static_cast<size_t>(preemptor.nominated)], p);
+  preemptor.nominated = node;
+  nominated_[static_cast<size_t>(node)].push_back(p);
+  preemptor.pod.nominated_node = nodes_[static_cast<size_t>(node)].node.name;
+  ToBerth(core::PodUpsert{preemptor.pod});
+}
+
+// Deletes pods gracefully as one decision, and checks that it left no gang below its minimum
+// (a gang goes whole or keeps its minimum: SPEC 6.2).
+void World::TerminateBatch(const std::vector<int>& victims, const std::string& cause) {
+  std::map<int, int> before;  // job -> members bound
+  for (int v : victims) {
+    const SimPod& pod = pods_[static_cast<size_t>(v)];
+    if (pod.job >= 0 && jobs_[static_cast<size_t>(pod.job)].min_member > 0) {
+      before.emplace(pod.job, jobs_[static_cast<size_t>(pod.job)].bound);
+    }
+  }
+  for (int v : victims) StartTerminating(v, cause);
+  for (const auto& [j, was] : before) {
+    const SimJob& job = jobs_[static_cast<size_t>(j)];
+    if (was >= job.min_member && job.bound > 0 && job.bound < job.min_member) {
+      Violation(4, StrCat(cause, " left gang ", job.spec->ns, "/", job.spec->name, " with ", job.bound,
+                          " of its minMember ", job.min_member, " members bound (", was,
+                          " before) at t=", Seconds(now_), "s"));
+    }
+  }
+}
+
+// ---- berth's side effects ---------------------------------------------------------------------
+
+void World::CarryOutIntents() {
+  if (!berth_) return;
+  while (!intents_.binds.empty() || !intents_.evictions.empty() || !intents_.nudges.empty()) {
+    Intents now;
+    std::swap(now, intents_);
+    for (const auto& [uid, node] : now.binds) {
+      auto pit = pod_by_uid_.find(uid);
+      auto nit = node_by_name_.find(node);
+      if (pit == pod_by_uid_.end() || nit == node_by_name_.end()) continue;
+      const SimPod& pod = pods_[static_cast<size_t>(pit->second)];
+      if (pod.node >= 0 || pod.gone || pod.terminating) continue;  // the API server's 409
+      // Bound by berth outside kube-scheduler's cycle (never today): leave its queue.
+      pods_[static_cast<size_t>(pit->second)].q = QueueState::kNone;
+      BindPod(pit->second, nit->second);
+    }
+    std::map<std::string, std::vector<int>> by_cause;
+    for (const auto& [uid, why] : now.evictions) {
+      auto pit = pod_by_uid_.find(uid);
+      if (pit != pod_by_uid_.end()) by_cause[EvictionCause(why)].push_back(pit->second);
+    }
+    for (const auto& [cause, victims] : by_cause) TerminateBatch(victims, cause);
+    for (const std::string& uid : now.nudges) {
+      auto pit = pod_by_uid_.find(uid);
+      if (pit == pod_by_uid_.end()) continue;
+      // An update of an unschedulable pod moves it (kube-scheduler's Update).
+      if (pods_[static_cast<size_t>(pit->second)].q == QueueState::kUnschedulable) ToBackoffOrActive(pit->second);
+    }
+  }
+}
+
+// ---- measures ---------------------------------------------------------------------------------
+
+void World::Violation(size_t i, const std::string& example) {
+  InvariantResult& r = metrics_.invariants[i];
+  if (r.violations++ == 0) {
+    r.first_example = example;
+    r.first_time = Seconds(now_);
+  }
+}
+
+void World::CheckNode(int node) {
+  const SimNode& n = nodes_[static_cast<size_t>(node)];
+  if (!n.present) return;
+  const size_t size = std::max(n.requested.size(), n.node.allocatable.size());
+  for (size_t i = 0; i < size; ++i) {
+    const auto id = static_cast<core::ResourceId>(i);
+    if (n.requested.Get(id) > n.node.allocatable.Get(id)) {
+      Violation(0, StrCat("node ", n.node.name, ": ", names().Name(id), " requested ",
+                          core::FormatAmount(names(), id, n.requested.Get(id)), " > allocatable ",
+                          core::FormatAmount(names(), id, n.node.allocatable.Get(id)), " at t=", Seconds(now_), "s"));
+      break;
+    }
+  }
+  if (!berth_) return;
+  auto view = model_->Read();
+  const core::NodeState* mine = view->FindNode(n.node.name);
+  if (mine == nullptr) return;
+  const size_t m = std::max(mine->requested.size(), n.requested.size());
+  for (size_t i = 0; i < m; ++i) {
+    const auto id = static_cast<core::ResourceId>(i);
+    if (mine->requested.Get(id) != n.requested.Get(id)) {
+      Violation(5, StrCat("node ", n.node.name, ": berth counts ", names().Name(id), " used ",
+                          core::FormatAmount(names(), id, mine->requested.Get(id)), ", the cluster ",
+                          core::FormatAmount(names(), id, n.requested.Get(id)), " at t=", Seconds(now_), "s"));
+      break;
+    }
+  }
+}
+
+// Seed 004: in-pool pods outrank borrowers. A berth pod that found no node, while a node of its
+// own pool would take it once that node's borrowers left, must see them go (reclaim) within the
+// termination grace period and the reclaim timeout.
+void World::CheckPoolWait(int p) {
+  SimPod& pod = pods_[static_cast<size_t>(p)];
+  if (!pod.managed || pools_.empty() || pod.pool_reported) return;
+  const size_t home = static_cast<size_t>(pod.home_pool);
+  bool blocked = false;
+  if (pool_preemption_[home] && pool_lent_[home] > 0) {
+    for (size_t i = 0; i < nodes_.size() && !blocked; ++i) {
+      const SimNode& n = nodes_[i];
+      if (n.pool != pod.home_pool || n.borrowed_units <= 0 || !n.present || n.node.unschedulable) continue;
+      if (!core::PlacementAllows(pod.pod, n.node) || ResourcesFit(pod, n, nullptr)) continue;
+      SimNode without = n;
+      without.requested.Sub(n.borrowed);
+      blocked = ResourcesFit(pod, without, nullptr);
+      if (blocked && Seconds(now_ - (pod.pool_blocked_since < 0 ? now_ : pod.pool_blocked_since)) >
+                         absl::ToDoubleSeconds(o_.termination_grace + o_.config.policy.pools.reclaim_timeout)) {
+        pod.pool_reported = true;
+        Violation(2, StrCat("pod ", pod.pod.Key(), " of pool ", pool_names_[home], " has waited since t=",
+                            Seconds(pod.pool_blocked_since), "s while borrowers hold node ", n.node.name,
+                            ", which would take it without them (t=", Seconds(now_), "s)"));
+      }
+    }
+  }
+  if (!blocked) pod.pool_blocked_since = -1;
+  else if (pod.pool_blocked_since < 0) pod.pool_blocked_since = now_;
+}
+
+void World::CheckGang(int j, int epoch) {
+  const SimJob& job = jobs_[static_cast<size_t>(j)];
+  if (job.epoch != epoch || job.done || job.start >= 0 || job.bound <= 0 || job.partial_since < 0 ||
+      now_ - job.partial_since < job.timeout) {
+    return;
+  }
+  ++metrics_.partial_gangs_stuck;
+  const std::string example = StrCat(job.spec->ns, "/", job.spec->name, ": ", job.bound, " of minMember ",
+                                     job.min_member, " bound since t=", Seconds(job.partial_since),
+                                     "s, past its ", Seconds(job.timeout), "s timeout");
+  if (metrics_.partial_gang_examples.size() < 10) metrics_.partial_gang_examples.push_back(example);
+  Violation(1, example);
+}
+
+void World::Sample() {
+  metrics_.times.push_back(Seconds(now_));
+  const std::pair<std::string_view, std::optional<core::ResourceId>> resources[] = {
+      {"cpu", core::kCpu}, {"memory", core::kMemory}, {"nvidia.com/gpu", names().Find("nvidia.com/gpu")}};
+  for (const auto& [name, id] : resources) {
+    double u = 0;
+    if (id && total_allocatable_.Get(*id) > 0) {
+      u = static_cast<double>(total_requested_.Get(*id)) / static_cast<double>(total_allocatable_.Get(*id));
+    }
+    if (id) metrics_.utilisation[std::string(name)].push_back(u);
+  }
+  double usage = 0, weights = 0;
+  for (size_t q = 0; q < queue_names_.size(); ++q) {
+    usage += std::max(0.0, queue_usage_[q]);
+    if (queue_pods_[q] > 0) weights += queue_weights_[q];
+  }
+  for (size_t q = 0; q < queue_names_.size(); ++q) {
+    metrics_.queue_share[queue_names_[q]].push_back(usage > 0 ? std::max(0.0, queue_usage_[q]) / usage : 0);
+    metrics_.queue_fair_share[queue_names_[q]].push_back(queue_pods_[q] > 0 && weights > 0 ? queue_weights_[q] / weights : 0);
+  }
+  GangCounts g;
+  std::optional<core::ClusterModel::ReadView> view;
+  if (berth_) view.emplace(model_.get());
+  for (const SimJob& job : jobs_) {
+    if (job.min_member == 0 || !job.submitted || job.done) continue;
+    if (job.start >= 0) {
+      ++g.running;
+    } else if (job.bound > 0) {
+      ++g.partial;
+    } else {
+      bool reserved = false;
+      if (view) {
+        for (int q : job.pods) reserved |= (*view)->FindReservation(pods_[static_cast<size_t>(q)].pod.uid.view()) != nullptr;
+      }
+      ++(reserved ? g.reserved : g.waiting);
+    }
+  }
+  metrics_.gangs.push_back(g);
+  for (size_t i = 0; i < pool_names_.size(); ++i) {
+    metrics_.pool_lent[pool_names_[i]].push_back(std::max(0.0, pool_lent_[i]));
+    metrics_.pool_borrowed[pool_names_[i]].push_back(std::max(0.0, pool_borrowed_[i]));
+  }
+  metrics_.pending_pods.push_back(static_cast<int>(pending_pods_));
+}
+
+// ---- the event loop ---------------------------------------------------------------------------
+
+void World::Run() {
+  const auto wall_start = std::chrono::steady_clock::now();
+  const Micros max_time = o_.max_time > absl::ZeroDuration() ? ToMicros(o_.max_time) : 0;
+  // Without a limit, the run ends when every job has finished, or when nothing but timers is
+  // left to happen and nothing has started or ended for a simulated day (jobs that never start).
+  const Micros idle_limit = 24 * 3600 * kSecond;
+  while (true) {
+    while (!events_.empty() && events_.top().t <= now_) {
+      const Event e = events_.top();
+      events_.pop();
+      if (Changes(e.type)) --pending_changes_;
+      switch (e.type) {
+        case EventType::kSubmit:
+          Submit(e.a);
+          last_progress_ = now_;
+          break;
+        case EventType::kPodFinish: {
+          SimPod& pod = pods_[static_cast<size_t>(e.a)];
+          if (pod.gone || pod.terminating) break;
+          SimJob& job = jobs_[static_cast<size_t>(pod.job)];
+          pod.pod.phase = core::PodPhase::kSucceeded;
+          RemovePod(e.a, true);
+          if (++job.pods_finished == static_cast<int>(job.pods.size())) FinishJob(pod.job);
+          last_progress_ = now_;
+          break;
+        }
+        case EventType::kJobFinish:
+          if (jobs_[static_cast<size_t>(e.a)].epoch == e.b && jobs_[static_cast<size_t>(e.a)].start >= 0) {
+            FinishJob(e.a);
+            last_progress_ = now_;
+          }
+          break;
+        case EventType::kBackoffDone: {
+          SimPod& pod = pods_[static_cast<size_t>(e.a)];
+          if (pod.q == QueueState::kBackoff && pod.token == static_cast<uint64_t>(e.b)) Enqueue(e.a);
+          break;
+        }
+        case EventType::kDeleted:
+          RemovePod(e.a, false);
+          last_progress_ = now_;
+          break;
+        case EventType::kNodeEvent:
+          NodeChange(o_.workload.node_events[static_cast<size_t>(e.a)]);
+          last_progress_ = now_;
+          break;
+        case EventType::kTick:
+          if (Done()) break;
+          if (pending_pods_ > 0 && TickDue()) {
+            const auto t0 = std::chrono::steady_clock::now();
+            service_->AdmissionTick();
+            metrics_.verb_seconds["tick"] += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+            ++metrics_.verb_calls["tick"];
+            CarryOutIntents();
+            last_tick_ = now_;
+            last_tick_generation_ = model_->Read()->generation();
+          }
+          Push(now_ + ToMicros(o_.admission_tick), EventType::kTick);
+          break;
+        case EventType::kHousekeeping:
+          if (Done()) break;
+          service_->Housekeeping();
+          model_->ExpireBinds(o_.config.bind_confirm_timeout);
+          CarryOutIntents();
+          Push(now_ + ToMicros(o_.housekeeping), EventType::kHousekeeping);
+          break;
+        case EventType::kSample:
+          Sample();
+          if (!Done()) Push(now_ + ToMicros(o_.sample_interval), EventType::kSample);
+          break;
+        case EventType::kFlush: {
+          if (Done()) break;
+          std::vector<int> parked;
+          parked.swap(unschedulable_);
+          for (int p : parked) {
+            SimPod& pod = pods_[static_cast<size_t>(p)];
+            if (pod.q != QueueState::kUnschedulable) continue;
+            if (now_ - pod.unschedulable_since > ToMicros(o_.max_unschedulable)) {
+              ToBackoffOrActive(p);
+            } else {
+              unschedulable_.push_back(p);
+            }
+          }
+          Push(now_ + 30 * kSecond, EventType::kFlush);
+          break;
+        }
+        case EventType::kGangCheck:
+          CheckGang(e.a, e.b);
+          break;
+      }
+    }
+    if (!active_.empty()) {
+      const ActiveEntry top = active_.top();
+      active_.pop();
+      SimPod& pod = pods_[static_cast<size_t>(top.pod)];
+      if (pod.q != QueueState::kActive || pod.token != top.token || pod.gone || pod.terminating) continue;
+      pod.q = QueueState::kNone;
+      ScheduleOne(top.pod);
+      continue;
+    }
+    if (events_.empty()) break;
+    if (Done()) break;
+    const Micros next = events_.top().t;
+    if (max_time > 0 && next > max_time) break;
+    if (max_time == 0 && pending_changes_ == 0 && next - last_progress_ > idle_limit) break;
+    now_ = next;
+    clock_.Set(now_);
+  }
+  Sample();
+  metrics_.makespan = std::max(metrics_.makespan, 0.0);
+  for (const SimJob& job : jobs_) {
+    JobOutcome out;
+    out.name = StrCat(job.spec->ns, "/", job.spec->name);
+    out.queue = queue_names_[static_cast<size_t>(job.queue)];
+    out.priority_class = job.spec->priority_class;
+    out.pods = job.spec->PodCount();
+    out.gang = job.min_member > 0;
+    out.submit = Seconds(ToMicros(job.spec->submit));
+    out.start = job.first_start >= 0 ? Seconds(job.first_start) : -1;
+    out.end = job.done ? Seconds(job.end) : -1;
+    out.restarts = job.restarts;
+    out.nodes = job.first_nodes;
+    metrics_.jobs.push_back(std::move(out));
+  }
+  for (auto& [cause, e] : evictions_) metrics_.evictions.push_back(e);
+  metrics_.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
+  sim_end_ = Seconds(now_);
+}
+
+}  // namespace
+
+absl::StatusOr<SimResult> RunSimulation(const SimOptions& options) {
+  const auto wall_start = std::chrono::steady_clock::now();
+  World berth(options, true);
+  if (absl::Status s = berth.Init(); !s.ok()) return s;
+  std::optional<World> baseline;
+  if (options.run_baseline) {
+    baseline.emplace(options, false);
+    if (absl::Status s = baseline->Init(); !s.ok()) return s;
+  }
+  std::thread other;
+  if (baseline) other = std::thread([&] { baseline->Run(); });
+  berth.Run();
+  if (other.joinable()) other.join();
+  SimResult r;
+  SimInfo& info = r.info;
+  info.cluster_file = options.cluster_source;
+  info.workload_file = options.workload_source;
+  info.workload_name = options.workload.name;
+  info.config_file = options.config_source;
+  info.seed = options.seed;
+  info.nodes = berth.node_count();
+  info.jobs = static_cast<int>(options.workload.jobs.size());
+  info.pods = options.workload.PodCount();
+  info.sample_seconds = absl::ToDoubleSeconds(options.sample_interval);
+  info.simulated_seconds = std::max(berth.end_seconds(), baseline ? baseline->end_seconds() : 0.0);
+  info.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
+  for (size_t i = 0; i < berth.queue_names().size(); ++i) {
+    info.queue_weights[berth.queue_names()[i]] = berth.queue_weights()[i];
+  }
+  r.berth = std::move(berth.metrics());
+  if (baseline) r.baseline = std::move(baseline->metrics());
+  else r.baseline.world = "baseline";
+  return r;
+}
+
+}  // namespace berth::extender::sim

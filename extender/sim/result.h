@@ -1,0 +1,116 @@
+#pragma once
+
+// What one `berth simulate` run measured: one RunMetrics per world (berth in the loop, and
+// kube-scheduler alone as the baseline), sampled over virtual time. report.h turns it into the
+// summary table, report.json, the plots and index.html.
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace berth::extender::sim {
+
+/// One job's outcome.
+struct JobOutcome {
+  std::string name;            ///< "namespace/name"
+  std::string queue;           ///< "default" when the job names none
+  std::string priority_class;  ///< "" when the job names none
+  int pods = 0;
+  bool gang = false;
+  double submit = 0;           ///< seconds since the start
+  double start = -1;           ///< when it started running (gang: minMember running); -1 never
+  double end = -1;             ///< when it finished; -1 never
+  int restarts = 0;            ///< times its work was lost (eviction, preemption) and redone
+  /// The node each pod of its first start ran on, in pod order ("" for a pod not placed then).
+  std::vector<std::string> nodes;
+};
+
+/// Gang states at one sample time, counted over gangs that exist and have not finished.
+struct GangCounts {
+  int waiting = 0;    ///< no member bound, no room reserved
+  int reserved = 0;   ///< room reserved for members (berth), none bound
+  int partial = 0;    ///< some members bound, fewer than minMember
+  int running = 0;    ///< at least minMember members bound
+};
+
+/// An invariant (docs/simulate.md lists them) and how often it was broken.
+struct InvariantResult {
+  std::string name;         ///< "no-overcommit", "gang-partial-timeout", "pool-borrowers",
+                            ///< "production-preempted", "gang-below-min", "capacity-double"
+  std::string description;  ///< one sentence
+  int64_t violations = 0;
+  std::string first_example;  ///< the first violation in full; empty when none
+  double first_time = -1;     ///< seconds since the start of the first violation
+};
+
+/// Pods removed from running before they finished, by cause.
+struct EvictionCount {
+  std::string cause;  ///< "preemption" (kube-scheduler, via berth's preempt verb), "reclaim",
+                      ///< "fair-share", "gang-release", "elastic", "node-failure", "drain"
+  int64_t pods = 0;
+  double gpu_hours_lost = 0;  ///< GPU-hours of work thrown away (runs that must start over)
+  double cpu_hours_lost = 0;
+};
+
+/// One world's figures.
+struct RunMetrics {
+  std::string world;  ///< "berth" or "baseline"
+  // --- sampled every SimInfo::sample_seconds --------------------------------------------
+  std::vector<double> times;  ///< sample times, seconds since the start
+  /// resource ("cpu", "memory", "nvidia.com/gpu") -> fraction of schedulable allocatable that
+  /// bound pods request, per sample.
+  std::map<std::string, std::vector<double>> utilisation;
+  /// queue -> fraction of the usage of all queues (cpu + 8*gpu + 0.25*GiB) per sample.
+  std::map<std::string, std::vector<double>> queue_share;
+  /// queue -> weight / sum of the weights of the queues with pods (running or waiting), per
+  /// sample; 0 when the queue has no pods.
+  std::map<std::string, std::vector<double>> queue_fair_share;
+  std::vector<GangCounts> gangs;
+  /// pool -> usage units (cpu + 8*gpu + 0.25*GiB) that pods of other pools hold on its nodes
+  /// (lent), and that its own pods hold on other pools' nodes (borrowed), per sample.
+  std::map<std::string, std::vector<double>> pool_lent;
+  std::map<std::string, std::vector<double>> pool_borrowed;
+  std::vector<int> pending_pods;  ///< pods submitted, not running, per sample
+  // --- totals ------------------------------------------------------------------------
+  std::vector<JobOutcome> jobs;
+  int64_t pods_started = 0;     ///< pod starts (restarts count again)
+  int64_t jobs_completed = 0;
+  double makespan = 0;          ///< seconds from the start to the last job's end
+  std::vector<EvictionCount> evictions;
+  /// Gangs that stayed partially bound (some members bound, fewer than minMember) longer than
+  /// their schedule timeout, and how many there were at the end.
+  int64_t partial_gangs_stuck = 0;
+  std::vector<std::string> partial_gang_examples;  ///< up to 10 "ns/name: k of m bound for Ts"
+  std::vector<InvariantResult> invariants;
+  // --- cost ----------------------------------------------------------------------------
+  std::map<std::string, int64_t> verb_calls;  ///< "filter", "prioritize", "bind", "preempt"
+  std::map<std::string, double> verb_seconds; ///< wall seconds spent in each verb
+  int64_t scheduling_attempts = 0;
+  double wall_seconds = 0;
+};
+
+struct SimInfo {
+  int schema_version = 1;
+  std::string cluster_file;
+  std::string workload_file;
+  std::string workload_name;
+  std::string config_file;  ///< "" for berth's defaults
+  uint64_t seed = 1;
+  int nodes = 0;
+  int jobs = 0;
+  int pods = 0;
+  double sample_seconds = 60;
+  double simulated_seconds = 0;
+  double wall_seconds = 0;
+  std::string berth_version;
+  std::map<std::string, double> queue_weights;  ///< queue -> weight (queue `default` included)
+};
+
+struct SimResult {
+  SimInfo info;
+  RunMetrics berth;
+  RunMetrics baseline;
+};
+
+}  // namespace berth::extender::sim
