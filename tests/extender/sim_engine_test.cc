@@ -323,6 +323,85 @@ TEST_CASE("simulate: pods waiting behind borrowers fire when reclaim is off", "[
   CHECK(Find(r->berth, "inpool").start == -1);
 }
 
+// Virtual time drives berth's own timers: queue a's two jobs fill the node at t=0 with a
+// berth.io/lifetime of 60 s; queue b's job arrives at t=10 and waits under its fair share. At
+// the admission tick of t=60 the lifetimes have passed, berth evicts one of a's pods for fair
+// share, the pod's 30 s grace period ends at t=90, and b starts then.
+TEST_CASE("simulate: lifetimes and fair-share evictions run on the simulated clock", "[sim]") {
+  Job a1 = MakeJob("a1", 0, 3600, {{"cpu", "2"}});
+  Job a2 = MakeJob("a2", 0, 3600, {{"cpu", "2"}});
+  for (Job* j : {&a1, &a2}) {
+    j->queue = "a";
+    j->lifetime = absl::Seconds(60);
+  }
+  Job b = MakeJob("b", 10, 100, {{"cpu", "2"}});
+  b.queue = "b";
+  json qa = {{"apiVersion", "berth.io/v1alpha1"}, {"kind", "Queue"}, {"metadata", {{"name", "a"}}}, {"spec", {{"weight", 1}}}};
+  json qb = qa;
+  qb["metadata"]["name"] = "b";
+  SimOptions o = Options(List({Node("n1", "4", "8Gi"), qa, qb}), {a1, a2, b});
+  o.run_baseline = false;
+  o.max_time = absl::Minutes(10);
+  absl::StatusOr<SimResult> r = RunSimulation(o);
+  REQUIRE(r.ok());
+  CHECK(Find(r->berth, "b").start == 90);
+  int64_t fair_share = 0;
+  for (const EvictionCount& e : r->berth.evictions) fair_share += e.cause == "fair-share" ? e.pods : 0;
+  CHECK(fair_share == 1);
+}
+
+// Node events: n2 is added at t=50 and takes the pod waiting for room; n1 is drained at t=100
+// (its pod is evicted, keeps its room for the 30 s grace period, and its replacement runs on n2
+// from t=130... if n2 has room: it has 4 CPUs, one pod of 2 already); n2 fails at t=200 (its pods
+// are gone at once and wait, as no node is left).
+TEST_CASE("simulate: nodes added, drained and failed at given times", "[sim]") {
+  std::vector<Job> jobs = {MakeJob("a", 0, 1000, {{"cpu", "2"}}), MakeJob("b", 10, 1000, {{"cpu", "2"}}),
+                           MakeJob("c", 20, 1000, {{"cpu", "2"}})};
+  SimOptions o = Options(List({Node("n1", "4", "8Gi")}), jobs);
+  NodeEvent add{.at = absl::Seconds(50), .action = NodeEvent::Action::kAdd, .node = "n2",
+                .allocatable = {{"cpu", "4"}, {"memory", "8Gi"}}, .labels = {{"kubernetes.io/hostname", "n2"}}};
+  NodeEvent drain{.at = absl::Seconds(100), .action = NodeEvent::Action::kDrain, .node = "n1"};
+  NodeEvent fail{.at = absl::Seconds(200), .action = NodeEvent::Action::kFail, .node = "n2"};
+  o.workload.node_events = {add, drain, fail};
+  o.max_time = absl::Seconds(300);
+  absl::StatusOr<SimResult> r = RunSimulation(o);
+  REQUIRE(r.ok());
+  for (const RunMetrics* m : {&r->berth, &r->baseline}) {
+    INFO(m->world);
+    // a and b fill n1; c waits for n2.
+    CHECK(Find(*m, "c").start == 50);
+    CHECK(Find(*m, "c").nodes == std::vector<std::string>{"n2"});
+    int64_t drained = 0, failed = 0;
+    for (const EvictionCount& e : m->evictions) {
+      if (e.cause == "drain") drained = e.pods;
+      if (e.cause == "node-failure") failed = e.pods;
+    }
+    CHECK(drained == 2);  // a and b
+    // After the drain, one replacement fits on n2 beside c (at t=130, when the drained pods are
+    // gone); the failure of n2 takes c and that replacement.
+    CHECK(failed == 2);
+    CHECK(m->pods_started == 4);
+    REQUIRE(!m->utilisation.at("cpu").empty());
+    CHECK(m->utilisation.at("cpu").back() == 0);  // no schedulable node is left
+    CHECK(TotalViolations(*m) == 0);
+  }
+}
+
+// With nothing happening in the cluster, a pod that fits nowhere is tried again only when it has
+// waited 5 minutes in kube-scheduler's unschedulable list, checked every 30 s: at t=0, 330, 660
+// and 990 in a 20-minute run. berth's first admission tick also nudges it (its queue admits it,
+// the in-tree filters refused it), which moves it out of the list at t=1: kube-scheduler tries
+// it at t=1 (its 1 s backoff over), 331, 661 and 991.
+TEST_CASE("simulate: an unschedulable pod is retried every five minutes when nothing happens", "[sim]") {
+  SimOptions o = Options(List({Node("n1", "4", "8Gi")}), {MakeJob("big", 0, 100, {{"cpu", "8"}})});
+  o.max_time = absl::Minutes(20);
+  absl::StatusOr<SimResult> r = RunSimulation(o);
+  REQUIRE(r.ok());
+  CHECK(r->baseline.scheduling_attempts == 4);
+  CHECK(r->berth.scheduling_attempts == 5);
+  CHECK(Find(r->baseline, "big").start == -1);
+}
+
 TEST_CASE("simulate: a job naming an unknown PriorityClass is refused with the job named", "[sim]") {
   Job j = MakeJob("a", 0, 10, {{"cpu", "1"}});
   j.priority_class = "gold";
