@@ -262,6 +262,10 @@ class World {
   // --- berth ---------------------------------------------------------------------------
   void CarryOutIntents();
   std::string FilterBody(const SimPod& p, const std::vector<int>& nodes) const;
+  /// Finds a node name of berth's answer among the nodes asked about, from `*from` on first (berth
+  /// answers in the order of the question), and advances `*from`. -1: not asked about, which
+  /// kube-scheduler treats as an extender error.
+  int AskedNode(const std::vector<int>& asked, std::string_view name, size_t* from) const;
   // --- measures -------------------------------------------------------------------------
   void Sample();
   void Violation(size_t invariant, const std::string& example);
@@ -1047,34 +1051,18 @@ size_t FeasibleToFind(size_t all, int percentage) {
   return std::max<size_t>(100, all * static_cast<size_t>(p) / 100);
 }
 
-struct FilterAnswer {
-  bool error = false;
-  std::vector<std::string> pass, failed;
-};
+}  // namespace
 
-FilterAnswer ParseFilterAnswer(const Reply& r) {
-  FilterAnswer a;
-  if (r.status != 200) { a.error = true; return a; }
-  absl::StatusOr<simdjson::dom::element> el = ParseReused(r.body);
-  if (!el.ok()) { a.error = true; return a; }
-  simdjson::dom::object obj;
-  if (el->get(obj) != simdjson::SUCCESS) { a.error = true; return a; }
-  std::string_view err;
-  if (obj["Error"].get(err) == simdjson::SUCCESS && !err.empty()) { a.error = true; return a; }
-  simdjson::dom::array names;
-  if (obj["NodeNames"].get(names) == simdjson::SUCCESS) {
-    for (simdjson::dom::element n : names) {
-      std::string_view s;
-      if (n.get(s) == simdjson::SUCCESS) a.pass.emplace_back(s);
+int World::AskedNode(const std::vector<int>& asked, std::string_view name, size_t* from) const {
+  for (size_t k = 0; k < asked.size(); ++k) {
+    const size_t i = (*from + k) % asked.size();
+    if (nodes_[static_cast<size_t>(asked[i])].node.name == name) {
+      *from = i + 1;
+      return asked[i];
     }
   }
-  simdjson::dom::object failed;
-  if (obj["FailedNodes"].get(failed) == simdjson::SUCCESS) {
-    for (auto field : failed) a.failed.emplace_back(field.key);
-  }
-  return a;
+  return -1;
 }
-}  // namespace
 
 void World::ScheduleOne(int p) {
   ++cycle_;
@@ -1092,22 +1080,42 @@ void World::ScheduleOne(int p) {
     ++metrics_.verb_calls[std::string(verb)];
     return r;
   };
+  // kube-scheduler's reading of a filter answer (extender.go): an error, a non-200 answer or a
+  // name it did not ask about fail the attempt; `NodeNames` pass; `FailedNodes` (not also
+  // unresolvable) may be helped by preemption.
   auto ext_filter = [&](const std::vector<int>& nodes, std::vector<int>* pass,
                         std::vector<int>* failed) -> bool {
     const std::string body = FilterBody(pods_[static_cast<size_t>(p)], nodes);
     Reply r = timed("filter", [&] { return service_->Filter(body); });
-    FilterAnswer a = ParseFilterAnswer(r);
+    bool ok = r.status == 200;
+    absl::StatusOr<simdjson::dom::element> el = ok ? ParseReused(r.body) : absl::StatusOr<simdjson::dom::element>();
+    simdjson::dom::object obj;
+    std::string_view err;
+    ok = ok && el.ok() && el->get(obj) == simdjson::SUCCESS &&
+         !(obj["Error"].get(err) == simdjson::SUCCESS && !err.empty());
+    simdjson::dom::array names;
+    if (ok && obj["NodeNames"].get(names) == simdjson::SUCCESS) {
+      size_t from = 0;
+      for (simdjson::dom::element n : names) {
+        std::string_view name;
+        const int node = n.get(name) == simdjson::SUCCESS ? AskedNode(nodes, name, &from) : -1;
+        if (node < 0) { ok = false; break; }
+        pass->push_back(node);
+      }
+    }
+    simdjson::dom::object failed_map, unresolvable;
+    if (ok && pass->empty() && obj["FailedNodes"].get(failed_map) == simdjson::SUCCESS) {
+      const bool has_unresolvable = obj["FailedAndUnresolvableNodes"].get(unresolvable) == simdjson::SUCCESS;
+      size_t from = 0;
+      for (auto field : failed_map) {
+        std::string_view ignored;
+        if (has_unresolvable && unresolvable[field.key].get(ignored) == simdjson::SUCCESS) continue;
+        if (const int node = AskedNode(nodes, field.key, &from); node >= 0) failed->push_back(node);
+      }
+    }
     CarryOutIntents();
-    if (a.error) return false;
-    for (const std::string& n : a.pass) {
-      auto it = node_by_name_.find(n);
-      if (it != node_by_name_.end()) pass->push_back(it->second);
-    }
-    for (const std::string& n : a.failed) {
-      auto it = node_by_name_.find(n);
-      if (it != node_by_name_.end()) failed->push_back(it->second);
-    }
-    return true;
+    if (!ok) pass->clear();
+    return ok;
   };
 
   int chosen = -1;
@@ -1173,13 +1181,15 @@ void World::ScheduleOne(int p) {
         absl::StatusOr<simdjson::dom::element> el = ParseReused(r.body);
         simdjson::dom::array arr;
         if (r.status == 200 && el.ok() && el->get(arr) == simdjson::SUCCESS) {
-          absl::flat_hash_map<std::string_view, size_t> at;
-          for (size_t i = 0; i < feasible.size(); ++i) at[nodes_[static_cast<size_t>(feasible[i])].node.name] = i;
+          // Hosts kube-scheduler did not ask about are ignored; a host named twice adds twice.
+          size_t from = 0;
           for (simdjson::dom::element e : arr) {
             std::string_view host;
             int64_t score = 0;
             if (e["Host"].get(host) != simdjson::SUCCESS || e["Score"].get(score) != simdjson::SUCCESS) continue;
-            if (auto it = at.find(host); it != at.end()) total[it->second] += score * o_.extender_weight * 10;
+            const int node = AskedNode(feasible, host, &from);
+            if (node < 0) continue;
+            total[from - 1] += score * o_.extender_weight * 10;
           }
         }  // a prioritize error is ignored, as kube-scheduler ignores it
       }

@@ -355,35 +355,38 @@ absl::StatusOr<Generated> SeedStories(const GenerateOptions& o) {
     const std::string p = StrCat("e", Padded(e + 1, 3), "-");
     const double t0 = e * kEpisode;
     auto at = [&](double minutes) { return Secs(t0 + minutes * 60); };
+    // Adds a job of `pool`, a gang of `min_member` when that is above 0.
+    auto add = [&](Job j, const char* pool, int min_member = 0) {
+      if (min_member > 0) j.min_member = min_member;
+      j.pool = pool;
+      jobs.push_back(std::move(j));
+    };
+    // Adds a rigid gang of whole gpu nodes for team-a.
+    auto add_whole_node_gang = [&](const std::string& name, double minute, double minutes,
+                                   int members) {
+      add(MakeJob(p + name, "team-a", "berth-normal", at(minute), jitter(minutes * 60),
+                  Pods(members, 64, 512, 8)),
+          "gpu", members);
+    };
 
     // Seed 004, pools. (1) CPU work of pool cpu fills half its home and is placed there.
-    {
-      Job j = MakeJob(p + "pool-home", "team-c", "berth-normal", at(0), jitter(40 * 60),
-                      Pods(cpu_nodes, 32, 64, 0));
-      j.pool = "cpu";
-      jobs.push_back(std::move(j));
-    }
+    add(MakeJob(p + "pool-home", "team-c", "berth-normal", at(0), jitter(40 * 60),
+                Pods(cpu_nodes, 32, 64, 0)),
+        "cpu");
     // (2) A burst twice the room left: half of it borrows CPU on the gpu pool's idle nodes.
-    {
-      Job j = MakeJob(p + "pool-borrow", "team-c", "berth-offline", at(5), jitter(60 * 60),
-                      Pods(2 * cpu_nodes, 32, 64, 0));
-      j.pool = "cpu";
-      jobs.push_back(std::move(j));
-    }
+    add(MakeJob(p + "pool-borrow", "team-c", "berth-offline", at(5), jitter(60 * 60),
+                Pods(2 * cpu_nodes, 32, 64, 0)),
+        "cpu");
     // (3) The gpu pool's own jobs arrive and need the CPU the borrowers hold: they reclaim it.
     for (int i = 0; i < gpu_nodes; ++i) {
-      Job j = MakeJob(StrCat(p, "pool-reclaim-", i + 1), "team-a", "berth-normal", at(15),
-                      jitter(30 * 60), Pods(1, 64, 512, 8));
-      j.pool = "gpu";
-      jobs.push_back(std::move(j));
+      add(MakeJob(StrCat(p, "pool-reclaim-", i + 1), "team-a", "berth-normal", at(15),
+                  jitter(30 * 60), Pods(1, 64, 512, 8)),
+          "gpu");
     }
     // (4) Serving in the infer pool, placed at home; that pool never lends or borrows.
-    {
-      Job j = MakeJob(p + "infer-serve", "team-b", "berth-production", at(10), jitter(50 * 60),
-                      Pods(infer_nodes, 16, 128, 2));
-      j.pool = "infer";
-      jobs.push_back(std::move(j));
-    }
+    add(MakeJob(p + "infer-serve", "team-b", "berth-production", at(10), jitter(50 * 60),
+                Pods(infer_nodes, 16, 128, 2)),
+        "infer");
 
     // Seed 001, fair share with backfill and lifetimes. Two queues flood the gpu pool with
     // small jobs; team-a's big gang comes next and must not starve; short jobs backfill.
@@ -397,23 +400,15 @@ absl::StatusOr<Generated> SeedStories(const GenerateOptions& o) {
           j.lifetime =
               rng.Pick<absl::Duration>({{absl::ZeroDuration(), 1}, {absl::Minutes(10), 1}});
         }
-        j.pool = "gpu";
-        jobs.push_back(std::move(j));
+        add(std::move(j), "gpu");
       }
     }
-    {
-      const int members = std::max(1, gpu_nodes / 2);
-      Job j = MakeJob(p + "head", "team-a", "berth-normal", at(62), jitter(45 * 60),
-                      Pods(members, 64, 512, 8));
-      j.min_member = members;
-      j.pool = "gpu";
-      jobs.push_back(std::move(j));
-    }
+    // team-a's big gang.
+    add_whole_node_gang("head", 62, 45, std::max(1, gpu_nodes / 2));
     for (int i = 0; i < 4; ++i) {
-      Job j = MakeJob(StrCat(p, "backfill-", i + 1), "team-a", "berth-normal", at(64 + i),
-                      jitter(5 * 60), Pods(1, 4, 32, 1));
-      j.pool = "gpu";
-      jobs.push_back(std::move(j));
+      add(MakeJob(StrCat(p, "backfill-", i + 1), "team-a", "berth-normal", at(64 + i),
+                  jitter(5 * 60), Pods(1, 4, 32, 1)),
+          "gpu");
     }
 
     // Seed 002, elastic jobs: three gangs that run with half their workers and grow into free
@@ -421,20 +416,12 @@ absl::StatusOr<Generated> SeedStories(const GenerateOptions& o) {
     const int elastic = std::max(2, gpu_nodes / 2);
     int k = 0;
     for (const char* team : {"team-a", "team-b", "team-c"}) {
-      Job j = MakeJob(StrCat(p, "elastic-", team[5]), team, "berth-normal", at(120 + 5 * k++),
-                      jitter(40 * 60), Pods(elastic, 32, 256, 4));
-      j.min_member = elastic / 2;
-      j.pool = "gpu";
-      jobs.push_back(std::move(j));
+      add(MakeJob(StrCat(p, "elastic-", team[5]), team, "berth-normal", at(120 + 5 * k++),
+                  jitter(40 * 60), Pods(elastic, 32, 256, 4)),
+          "gpu", elastic / 2);
     }
-    {
-      const int members = std::max(1, gpu_nodes / 4);
-      Job j = MakeJob(p + "rigid", "team-a", "berth-normal", at(140), jitter(30 * 60),
-                      Pods(members, 64, 512, 8));
-      j.min_member = members;
-      j.pool = "gpu";
-      jobs.push_back(std::move(j));
-    }
+    // The rigid gang.
+    add_whole_node_gang("rigid", 140, 30, std::max(1, gpu_nodes / 4));
   }
   jobs.resize(o.jobs);
   g.workload.name = "seed-stories";

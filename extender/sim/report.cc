@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <cmath>
 #include <cstring>
@@ -140,14 +141,14 @@ std::vector<Row> SummaryRows(const Summary& b, const Summary& k) {
   add("wait p50", "waitP50", b.wait_p50, k.wait_p50, HumanDuration);
   add("wait p90", "waitP90", b.wait_p90, k.wait_p90, HumanDuration);
   add("wait p99", "waitP99", b.wait_p99, k.wait_p99, HumanDuration);
-  rows.push_back({"longest wait", "longestWait", b.longest_wait, k.longest_wait,
-                  b.longest_wait_job.empty()
-                      ? HumanDuration(b.longest_wait)
-                      : absl::StrCat(HumanDuration(b.longest_wait), " (", b.longest_wait_job, ")"),
-                  k.longest_wait_job.empty()
-                      ? HumanDuration(k.longest_wait)
-                      : absl::StrCat(HumanDuration(k.longest_wait), " (", k.longest_wait_job,
-                                     ")")});
+  // The longest wait names its job: "2h 05m (train-17)".
+  auto longest = [](const Summary& s) {
+    return s.longest_wait_job.empty()
+               ? HumanDuration(s.longest_wait)
+               : absl::StrCat(HumanDuration(s.longest_wait), " (", s.longest_wait_job, ")");
+  };
+  rows.push_back({"longest wait", "longestWait", b.longest_wait, k.longest_wait, longest(b),
+                  longest(k)});
   add("jobs completed", "jobsCompleted", static_cast<double>(b.jobs_completed),
       static_cast<double>(k.jobs_completed), count);
   add("jobs never started", "jobsNeverStarted", static_cast<double>(b.jobs_never_started),
@@ -330,10 +331,11 @@ std::string Num(double v) {
   return absl::StrFormat("%.6g", v);
 }
 
-// A block of a .dat file: time in hours, then each column (NaN where a column is short).
+// A block of a .dat file: time in hours, then each column times `scale` (NaN where a column is
+// short).
 std::string DataBlock(const std::vector<double>& times,
                       const std::vector<const std::vector<double>*>& columns,
-                      const std::vector<double>& scale, const std::string& header) {
+                      double scale, const std::string& header) {
   std::string out = absl::StrCat("# ", header, "\n");
   const auto b = Buckets(times.size());
   for (size_t k = 0; k + 1 < b.size(); ++k) {
@@ -352,7 +354,7 @@ std::string DataBlock(const std::vector<double>& times,
         }
       }
       absl::StrAppend(&out, " ",
-                      cnt > 0 ? Num(sum / static_cast<double>(cnt) * scale[c]) : "NaN");
+                      cnt > 0 ? Num(sum / static_cast<double>(cnt) * scale) : "NaN");
     }
     out += "\n";
   }
@@ -378,10 +380,19 @@ std::string KeyMargin(size_t longest_label) {
   return absl::StrCat("set rmargin ", longest_label + 9, "\n");
 }
 
+// One line of a plot command: column `col` of block `index` of `file` against the hours (or
+// whatever column 1 holds), drawn with `style` ("lines", "steps").
 std::string Line(const std::string& file, int index, int col, const char* colour,
-                 const std::string& title, int dash = 1, double width = 2) {
-  return absl::StrFormat("%s index %d using 1:%d with lines lw %g dt %d lc rgb '%s' title %s",
-                         GpString(file), index, col, width, dash, colour, GpString(title));
+                 const std::string& title, int dash = 1, double width = 2,
+                 const char* style = "lines") {
+  return absl::StrFormat("%s index %d using 1:%d with %s lw %g dt %d lc rgb '%s' title %s",
+                         GpString(file), index, col, style, width, dash, colour,
+                         GpString(title));
+}
+
+// "plot" and its lines, one to a script line.
+std::string PlotCommand(const std::vector<std::string>& lines) {
+  return absl::StrCat("plot ", absl::StrJoin(lines, ", \\\n  "), "\n");
 }
 
 struct World {
@@ -390,16 +401,126 @@ struct World {
   const char* colour;
 };
 
+// The two worlds, in the order of their blocks in every .dat file: berth (index 0, blue), then
+// the baseline (index 1, orange).
+std::array<World, 2> Worlds(const SimResult& r) {
+  return {World{&r.berth, "berth", kBerthColour},
+          World{&r.baseline, "baseline", kBaselineColour}};
+}
+
+// A world's line from column `col` of its block, in its colour, for each world in `drawn`.
+std::vector<std::string> WorldLines(const std::string& file, const std::array<World, 2>& worlds,
+                                    const std::vector<int>& drawn, int col,
+                                    const char* style = "lines") {
+  std::vector<std::string> lines;
+  for (int w : drawn) {
+    lines.push_back(Line(file, w, col, worlds[w].colour, worlds[w].label, 1, 2, style));
+  }
+  return lines;
+}
+
+// A world's series by name (resource, queue, pool), one value per sample.
+using SeriesMap = std::map<std::string, std::vector<double>>;
+
+// The columns of one world's block of a .dat file; nullptr is a column of NaN.
+using Columns = std::vector<const std::vector<double>*>;
+
+// `key`'s series in `series`, or nullptr when the world has none.
+const std::vector<double>* Series(const SeriesMap& series, const std::string& key) {
+  auto it = series.find(key);
+  return it == series.end() ? nullptr : &it->second;
+}
+
+// Appends a block per world to the plot's data (berth at index 0, the baseline at 1): the hours
+// of the world's samples, then the columns `columns` fills in, times `scale`, under the header
+// "<world>: <header>". `columns` returns whether they hold anything to draw; its columns may
+// point into storage it reuses, since each block is written before the next world is asked.
+// Returns the worlds that have samples and something to draw.
+std::vector<int> WorldBlocks(Plot& p, const std::array<World, 2>& worlds, double scale,
+                             const std::string& header,
+                             const std::function<bool(const RunMetrics&, Columns&)>& columns) {
+  std::vector<int> drawn;
+  for (int w = 0; w < 2; ++w) {
+    const RunMetrics& m = *worlds[w].m;
+    Columns cols;
+    const bool any = columns(m, cols);
+    p.data += DataBlock(m.times, cols, scale, absl::StrCat(worlds[w].label, ": ", header));
+    if (any && !m.times.empty()) drawn.push_back(w);
+  }
+  return drawn;
+}
+
+// A score per key of the `series` of both worlds: `fold` takes in each value, from 0.
+std::map<std::string, double> Scores(const std::array<World, 2>& worlds,
+                                     std::initializer_list<SeriesMap RunMetrics::*> series,
+                                     double (*fold)(double score, double value)) {
+  std::map<std::string, double> scores;
+  for (const World& w : worlds) {
+    for (SeriesMap RunMetrics::*s : series) {
+      for (const auto& [key, v] : w.m->*s) {
+        double& score = scores[key];
+        for (double x : v) score = fold(score, x);
+      }
+    }
+  }
+  return scores;
+}
+
+// The keys scored above 0, by name; of more than `most`, only the `most` that score highest
+// (ties: the first by name), and `note` added to the plot's caption to say so.
+std::vector<std::string> Busiest(Plot& p, const std::map<std::string, double>& scores,
+                                 size_t most, const std::string& note) {
+  std::vector<std::string> keys;
+  for (const auto& [key, score] : scores) {
+    if (score > 0) keys.push_back(key);
+  }
+  if (keys.size() > most) {
+    std::stable_sort(keys.begin(), keys.end(), [&](const std::string& a, const std::string& b) {
+      return scores.at(a) > scores.at(b);
+    });
+    p.caption += note;
+    keys.resize(most);
+    std::sort(keys.begin(), keys.end());
+  }
+  return keys;
+}
+
+// A panel of a multiplot: its title, y label (unset: the multiplot's own) and lines.
+struct Panel {
+  std::string title;
+  std::optional<std::string> ylabel;
+  std::vector<std::string> lines;
+};
+
+// A multiplot of `panels`, `columns` to a row, under `title`; `settings` hold for every panel.
+// Only the bottom row labels the x axis (simulated time).
+std::string Multiplot(const std::string& title, size_t columns, const std::string& settings,
+                      const std::vector<Panel>& panels) {
+  const size_t rows = (panels.size() + columns - 1) / columns;
+  std::string s = absl::StrCat("set multiplot layout ", rows, ",", columns, " title ",
+                               GpString(title), " font ',14'\n", settings);
+  for (size_t i = 0; i < panels.size(); ++i) {
+    const Panel& panel = panels[i];
+    absl::StrAppend(&s, "set title ", GpString(panel.title), "\n");
+    if (panel.ylabel) absl::StrAppend(&s, "set ylabel ", GpString(*panel.ylabel), "\n");
+    absl::StrAppend(&s, "set xlabel ",
+                    GpString(i / columns + 1 == rows ? "simulated time (hours)" : ""), "\n",
+                    PlotCommand(panel.lines));
+  }
+  return s + "unset multiplot\n";
+}
+
 Plot UtilisationPlot(const SimResult& r) {
   Plot p{"utilisation", "Utilisation over time",
          "Share of the cluster's schedulable allocatable that bound pods request, per resource "
          "(one panel each), over simulated hours. Blue is berth, orange the baseline "
          "(kube-scheduler alone). Higher is better while work is waiting."};
+  const auto worlds = Worlds(r);
   std::vector<std::string> resources;
   for (const char* res : {"cpu", "memory", kGpu}) {
-    for (const auto* m : {&r.berth, &r.baseline}) {
-      auto it = m->utilisation.find(res);
-      if (it != m->utilisation.end() && !it->second.empty()) {
+    for (const World& w : worlds) {
+      const auto* series = Series(w.m->utilisation, res);
+      if (series != nullptr && !series->empty()) {
         resources.push_back(res);
         break;
       }
@@ -409,44 +530,25 @@ Plot UtilisationPlot(const SimResult& r) {
     p.skipped = "no utilisation samples";
     return p;
   }
-  const World worlds[] = {{&r.berth, "berth", kBerthColour},
-                          {&r.baseline, "baseline", kBaselineColour}};
-  std::vector<bool> has(2, false);
-  for (int w = 0; w < 2; ++w) {
-    const RunMetrics& m = *worlds[w].m;
-    std::vector<const std::vector<double>*> cols;
-    for (const auto& res : resources) {
-      auto it = m.utilisation.find(res);
-      cols.push_back(it == m.utilisation.end() ? nullptr : &it->second);
-    }
-    has[w] = !m.times.empty();
-    p.data += DataBlock(m.times, cols, std::vector<double>(cols.size(), 100),
-                        absl::StrCat(worlds[w].label, ": hours ", absl::StrJoin(resources, " ")));
-  }
-  if (!has[0] && !has[1]) {
+  const std::vector<int> drawn =
+      WorldBlocks(p, worlds, 100, absl::StrCat("hours ", absl::StrJoin(resources, " ")),
+                  [&](const RunMetrics& m, Columns& cols) {
+                    for (const auto& res : resources) cols.push_back(Series(m.utilisation, res));
+                    return true;
+                  });
+  if (drawn.empty()) {
     p.skipped = "no samples";
     return p;
   }
-  p.height = 150 + 260 * static_cast<int>(resources.size());
-  p.script = kCommon + KeyMargin(8);
-  absl::StrAppend(&p.script, "set multiplot layout ", resources.size(),
-                  ",1 title 'Utilisation over time: berth vs baseline' font ',14'\n",
-                  "set yrange [0:105]\n");
+  std::vector<Panel> panels;
   for (size_t i = 0; i < resources.size(); ++i) {
-    absl::StrAppend(&p.script, "set title ", GpString(resources[i]), "\n",
-                    "set ylabel ", GpString(resources[i] + " requested (%)"), "\n",
-                    "set xlabel ",
-                    GpString(i + 1 == resources.size() ? "simulated time (hours)" : ""), "\n");
-    std::vector<std::string> lines;
-    for (int w = 0; w < 2; ++w) {
-      if (has[w]) {
-        lines.push_back(Line("utilisation.dat", w, static_cast<int>(i) + 2, worlds[w].colour,
-                             worlds[w].label));
-      }
-    }
-    absl::StrAppend(&p.script, "plot ", absl::StrJoin(lines, ", \\\n  "), "\n");
+    panels.push_back({resources[i], resources[i] + " requested (%)",
+                      WorldLines("utilisation.dat", worlds, drawn, static_cast<int>(i) + 2)});
   }
-  p.script += "unset multiplot\n";
+  p.height = 150 + 260 * static_cast<int>(panels.size());
+  p.script = kCommon + KeyMargin(8) +
+             Multiplot("Utilisation over time: berth vs baseline", 1, "set yrange [0:105]\n",
+                       panels);
   return p;
 }
 
@@ -457,82 +559,58 @@ Plot QueueSharePlot(const SimResult& r) {
          "panel per world, one colour per queue. Where the solid line sits on its dashed line the "
          "queue gets what its weight promises. The baseline has no queues: its panel shows what "
          "kube-scheduler alone happens to give each queue's pods."};
+  const auto worlds = Worlds(r);
   // Queues by peak share in either world, at most kMaxQueuesPlotted.
-  std::map<std::string, double> peak;
-  for (const auto* m : {&r.berth, &r.baseline}) {
-    for (const auto& [q, v] : m->queue_share) {
-      for (double x : v) peak[q] = std::max(peak[q], x);
-    }
-    for (const auto& [q, v] : m->queue_fair_share) {
-      for (double x : v) peak[q] = std::max(peak[q], x);
-    }
-  }
-  std::vector<std::string> queues;
-  for (const auto& [q, v] : peak) {
-    if (v > 0) queues.push_back(q);
-  }
+  const std::vector<std::string> queues = Busiest(
+      p,
+      Scores(worlds, {&RunMetrics::queue_share, &RunMetrics::queue_fair_share},
+             [](double peak, double x) { return std::max(peak, x); }),
+      kMaxQueuesPlotted,
+      absl::StrFormat(" Only the %d queues with the highest peak share are drawn.",
+                      kMaxQueuesPlotted));
   if (queues.empty()) {
     p.skipped = "no queue had usage";
     return p;
   }
-  std::stable_sort(queues.begin(), queues.end(),
-                   [&](const std::string& a, const std::string& b) { return peak[a] > peak[b]; });
-  if (queues.size() > kMaxQueuesPlotted) {
-    p.caption += absl::StrFormat(" Only the %d queues with the highest peak share are drawn.",
-                                 kMaxQueuesPlotted);
-    queues.resize(kMaxQueuesPlotted);
-  }
-  std::sort(queues.begin(), queues.end());
-  const World worlds[] = {{&r.berth, "berth", kBerthColour},
-                          {&r.baseline, "baseline", kBaselineColour}};
-  std::vector<int> drawn;
-  for (int w = 0; w < 2; ++w) {
-    const RunMetrics& m = *worlds[w].m;
-    std::vector<const std::vector<double>*> cols;
-    bool any = false;
-    for (const auto& q : queues) {
-      auto s = m.queue_share.find(q);
-      auto f = m.queue_fair_share.find(q);
-      cols.push_back(s == m.queue_share.end() ? nullptr : &s->second);
-      cols.push_back(f == m.queue_fair_share.end() ? nullptr : &f->second);
-      any = any || (s != m.queue_share.end() && AnyNonZero(s->second));
-    }
-    p.data += DataBlock(m.times, cols, std::vector<double>(cols.size(), 100),
-                        absl::StrCat(worlds[w].label, ": hours, then share and fair share of ",
-                                     absl::StrJoin(queues, " ")));
-    if (any && !m.times.empty()) drawn.push_back(w);
-  }
+  const std::vector<int> drawn = WorldBlocks(
+      p, worlds, 100,
+      absl::StrCat("hours, then share and fair share of ", absl::StrJoin(queues, " ")),
+      [&](const RunMetrics& m, Columns& cols) {
+        bool any = false;
+        for (const auto& q : queues) {
+          const auto* share = Series(m.queue_share, q);
+          cols.push_back(share);
+          cols.push_back(Series(m.queue_fair_share, q));
+          any = any || (share != nullptr && AnyNonZero(*share));
+        }
+        return any;
+      });
   if (drawn.empty()) {
     p.skipped = "no queue had usage";
     return p;
   }
   size_t longest = 0;
   for (const auto& q : queues) longest = std::max(longest, q.size() + 6);
-  p.height = 150 + 330 * static_cast<int>(drawn.size());
-  p.script = kCommon + KeyMargin(longest);
-  absl::StrAppend(&p.script, "set multiplot layout ", drawn.size(),
-                  ",1 title 'Queue shares (solid) against fair shares (dashed)' font ',14'\n",
-                  "set yrange [0:105]\nset ylabel 'share of all queues'' usage (%)'\n");
-  for (size_t d = 0; d < drawn.size(); ++d) {
-    const int w = drawn[d];
-    absl::StrAppend(&p.script, "set title ", GpString(worlds[w].label), "\n", "set xlabel ",
-                    GpString(d + 1 == drawn.size() ? "simulated time (hours)" : ""), "\n");
+  std::vector<Panel> panels;
+  for (int w : drawn) {
     // Shares first, then the fair shares on top of them, so that a share that tracks its
     // fair share does not hide it.
     std::vector<std::string> lines;
-    for (size_t q = 0; q < queues.size(); ++q) {
-      lines.push_back(Line("queue-shares.dat", w, static_cast<int>(2 + 2 * q),
-                           kSeriesColours[q % std::size(kSeriesColours)], queues[q] + " share", 1,
-                           1.5));
+    for (const bool fair : {false, true}) {
+      for (size_t q = 0; q < queues.size(); ++q) {
+        lines.push_back(Line("queue-shares.dat", w, static_cast<int>(2 + 2 * q + (fair ? 1 : 0)),
+                             kSeriesColours[q % std::size(kSeriesColours)],
+                             queues[q] + (fair ? " fair" : " share"), fair ? 2 : 1,
+                             fair ? 2.5 : 1.5));
+      }
     }
-    for (size_t q = 0; q < queues.size(); ++q) {
-      lines.push_back(Line("queue-shares.dat", w, static_cast<int>(3 + 2 * q),
-                           kSeriesColours[q % std::size(kSeriesColours)], queues[q] + " fair", 2,
-                           2.5));
-    }
-    absl::StrAppend(&p.script, "plot ", absl::StrJoin(lines, ", \\\n  "), "\n");
+    panels.push_back({worlds[w].label, std::nullopt, std::move(lines)});
   }
-  p.script += "unset multiplot\n";
+  p.height = 150 + 330 * static_cast<int>(panels.size());
+  p.script = kCommon + KeyMargin(longest) +
+             Multiplot("Queue shares (solid) against fair shares (dashed)", 1,
+                       "set yrange [0:105]\nset ylabel 'share of all queues'' usage (%)'\n",
+                       panels);
   return p;
 }
 
@@ -542,8 +620,7 @@ Plot WaitCdfPlot(const SimResult& r) {
          "within it; each curve runs on at its final level to the right edge. Further left and "
          "higher is better. A curve that ends below 100% has jobs that never started. Waits "
          "under one second are drawn at one second (the tick reads ≤1 s)."};
-  const World worlds[] = {{&r.berth, "berth", kBerthColour},
-                          {&r.baseline, "baseline", kBaselineColour}};
+  const auto worlds = Worlds(r);
   std::vector<double> waits[2];
   double max_wait = 1;
   for (int w = 0; w < 2; ++w) {
@@ -588,14 +665,8 @@ Plot WaitCdfPlot(const SimResult& r) {
       "set xtics ('≤1 s' 1, '10 s' 10, '1 min' 60, '10 min' 600, '1 h' 3600, '10 h' 36000, "
       "'1 d' 86400, '1 w' 604800)\n",
       "set yrange [0:105]\n", "set xlabel 'wait from submission to start (log scale)'\n",
-      "set ylabel 'jobs started within the wait (% of all jobs)'\n");
-  std::vector<std::string> lines;
-  for (int w : drawn) {
-    lines.push_back(absl::StrFormat("'wait-cdf.dat' index %d using 1:2 with steps lw 2 lc rgb "
-                                    "'%s' title '%s'",
-                                    w, worlds[w].colour, worlds[w].label));
-  }
-  absl::StrAppend(&p.script, "plot ", absl::StrJoin(lines, ", \\\n  "), "\n");
+      "set ylabel 'jobs started within the wait (% of all jobs)'\n",
+      PlotCommand(WorldLines("wait-cdf.dat", worlds, drawn, 2, "steps")));
   return p;
 }
 
@@ -605,46 +676,41 @@ Plot GangPlot(const SimResult& r) {
          "room, none bound), partial (some members bound, fewer than minMember) and running (at "
          "least minMember bound), over simulated hours; berth above, the baseline below. Partial "
          "gangs hold resources without doing work: the red line should stay near zero."};
-  const World worlds[] = {{&r.berth, "berth", kBerthColour},
-                          {&r.baseline, "baseline", kBaselineColour}};
-  std::vector<int> drawn;
-  for (int w = 0; w < 2; ++w) {
-    const RunMetrics& m = *worlds[w].m;
-    std::vector<double> st[4];
-    bool any = false;
-    for (const auto& g : m.gangs) {
-      st[0].push_back(g.waiting);
-      st[1].push_back(g.reserved);
-      st[2].push_back(g.partial);
-      st[3].push_back(g.running);
-      any = any || g.waiting || g.reserved || g.partial || g.running;
-    }
-    p.data += DataBlock(m.times, {&st[0], &st[1], &st[2], &st[3]}, {1, 1, 1, 1},
-                        absl::StrCat(worlds[w].label, ": hours waiting reserved partial running"));
-    if (any && !m.times.empty()) drawn.push_back(w);
-  }
+  const auto worlds = Worlds(r);
+  std::vector<double> counts[4];  // the world's gangs in each state, per sample
+  const std::vector<int> drawn = WorldBlocks(
+      p, worlds, 1, "hours waiting reserved partial running",
+      [&](const RunMetrics& m, Columns& cols) {
+        bool any = false;
+        for (auto& c : counts) c.clear();
+        for (const auto& g : m.gangs) {
+          counts[0].push_back(g.waiting);
+          counts[1].push_back(g.reserved);
+          counts[2].push_back(g.partial);
+          counts[3].push_back(g.running);
+          any = any || g.waiting || g.reserved || g.partial || g.running;
+        }
+        cols = {&counts[0], &counts[1], &counts[2], &counts[3]};
+        return any;
+      });
   if (drawn.empty()) {
     p.skipped = "the workload has no gangs";
     return p;
   }
-  p.height = 150 + 300 * static_cast<int>(drawn.size());
-  p.script = kCommon + KeyMargin(8);
-  absl::StrAppend(&p.script, "set multiplot layout ", drawn.size(),
-                  ",1 title 'Gang states over time' font ',14'\n",
-                  "set yrange [0:*]\nset ylabel 'gangs'\n");
   const char* state_colours[] = {"#7f7f7f", "#9467bd", "#d62728", "#2ca02c"};
   const char* states[] = {"waiting", "reserved", "partial", "running"};
-  for (size_t d = 0; d < drawn.size(); ++d) {
-    const int w = drawn[d];
-    absl::StrAppend(&p.script, "set title ", GpString(worlds[w].label), "\n", "set xlabel ",
-                    GpString(d + 1 == drawn.size() ? "simulated time (hours)" : ""), "\n");
+  std::vector<Panel> panels;
+  for (int w : drawn) {
     std::vector<std::string> lines;
     for (int s = 0; s < 4; ++s) {
       lines.push_back(Line("gangs.dat", w, s + 2, state_colours[s], states[s]));
     }
-    absl::StrAppend(&p.script, "plot ", absl::StrJoin(lines, ", \\\n  "), "\n");
+    panels.push_back({worlds[w].label, std::nullopt, std::move(lines)});
   }
-  p.script += "unset multiplot\n";
+  p.height = 150 + 300 * static_cast<int>(panels.size());
+  p.script = kCommon + KeyMargin(8) +
+             Multiplot("Gang states over time", 1, "set yrange [0:*]\nset ylabel 'gangs'\n",
+                       panels);
   return p;
 }
 
@@ -655,80 +721,50 @@ Plot PoolPlot(const SimResult& r) {
          "pods hold on other pools' nodes (borrowed), over simulated hours. Blue is berth, "
          "orange the baseline; the baseline knows no pools, so its lines show where its pods "
          "happened to land."};
-  std::map<std::string, double> activity;
-  for (const auto* m : {&r.berth, &r.baseline}) {
-    for (const auto* series : {&m->pool_lent, &m->pool_borrowed}) {
-      for (const auto& [pool, v] : *series) {
-        for (double x : v) activity[pool] += std::abs(x);
-      }
-    }
-  }
-  std::vector<std::string> pools;
-  for (const auto& [pool, a] : activity) {
-    if (a > 0) pools.push_back(pool);
-  }
+  const auto worlds = Worlds(r);
+  // Pools by capacity lent and borrowed in either world, at most kMaxPoolsPlotted.
+  const std::vector<std::string> pools = Busiest(
+      p,
+      Scores(worlds, {&RunMetrics::pool_lent, &RunMetrics::pool_borrowed},
+             [](double activity, double x) { return activity + std::abs(x); }),
+      kMaxPoolsPlotted,
+      absl::StrFormat(" Only the %d pools that lent or borrowed most are drawn.",
+                      kMaxPoolsPlotted));
   if (pools.empty()) {
     p.skipped = "no pool lent or borrowed capacity";
     return p;
   }
-  if (pools.size() > kMaxPoolsPlotted) {
-    std::stable_sort(pools.begin(), pools.end(), [&](const std::string& a, const std::string& b) {
-      return activity[a] > activity[b];
-    });
-    p.caption += absl::StrFormat(" Only the %d pools that lent or borrowed most are drawn.",
-                                 kMaxPoolsPlotted);
-    pools.resize(kMaxPoolsPlotted);
-    std::sort(pools.begin(), pools.end());
-  }
-  const World worlds[] = {{&r.berth, "berth", kBerthColour},
-                          {&r.baseline, "baseline", kBaselineColour}};
-  std::vector<bool> has(2, false);
-  for (int w = 0; w < 2; ++w) {
-    const RunMetrics& m = *worlds[w].m;
-    std::vector<const std::vector<double>*> cols;
-    for (const auto& pool : pools) {
-      auto l = m.pool_lent.find(pool);
-      auto b = m.pool_borrowed.find(pool);
-      cols.push_back(l == m.pool_lent.end() ? nullptr : &l->second);
-      cols.push_back(b == m.pool_borrowed.end() ? nullptr : &b->second);
-    }
-    has[w] = !m.times.empty();
-    p.data += DataBlock(m.times, cols, std::vector<double>(cols.size(), 1),
-                        absl::StrCat(worlds[w].label, ": hours, then lent and borrowed of ",
-                                     absl::StrJoin(pools, " ")));
-  }
-  if (!has[0] && !has[1]) {
+  const std::vector<int> drawn = WorldBlocks(
+      p, worlds, 1, absl::StrCat("hours, then lent and borrowed of ", absl::StrJoin(pools, " ")),
+      [&](const RunMetrics& m, Columns& cols) {
+        for (const auto& pool : pools) {
+          cols.push_back(Series(m.pool_lent, pool));
+          cols.push_back(Series(m.pool_borrowed, pool));
+        }
+        return true;
+      });
+  if (drawn.empty()) {
     p.skipped = "no samples";
     return p;
   }
   // One row per pool, lent on the left and borrowed on the right; each panel has only berth
   // (blue) and the baseline (orange), the key above it.
-  p.height = 150 + 270 * static_cast<int>(pools.size());
-  p.script = kCommon;
-  absl::StrAppend(&p.script, "set multiplot layout ", pools.size(),
-                  ",2 title 'Pool capacity lent and borrowed' font ',14'\n",
-                  "set key outside top center horizontal noreverse Right nobox\n",
-                  "set yrange [0:*]\nset lmargin 10\nset rmargin 3\n");
+  std::vector<Panel> panels;
   for (size_t i = 0; i < pools.size(); ++i) {
-    const bool last = i + 1 == pools.size();
     for (int side = 0; side < 2; ++side) {
-      absl::StrAppend(
-          &p.script, "set title ",
-          GpString(absl::StrCat("pool ", pools[i],
-                                side == 0 ? ": lent to other pools' pods"
-                                          : ": its pods on other pools' nodes (borrowed)")),
-          "\n", "set ylabel ", GpString(side == 0 ? "usage units" : ""), "\n", "set xlabel ",
-          GpString(last ? "simulated time (hours)" : ""), "\n");
-      std::vector<std::string> lines;
-      for (int w = 0; w < 2; ++w) {
-        if (!has[w]) continue;
-        lines.push_back(Line("pools.dat", w, static_cast<int>(2 + 2 * i + side),
-                             worlds[w].colour, worlds[w].label));
-      }
-      absl::StrAppend(&p.script, "plot ", absl::StrJoin(lines, ", \\\n  "), "\n");
+      panels.push_back({absl::StrCat("pool ", pools[i],
+                                     side == 0 ? ": lent to other pools' pods"
+                                               : ": its pods on other pools' nodes (borrowed)"),
+                        side == 0 ? "usage units" : "",
+                        WorldLines("pools.dat", worlds, drawn,
+                                   static_cast<int>(2 + 2 * i) + side)});
     }
   }
-  p.script += "unset multiplot\n";
+  p.height = 150 + 270 * static_cast<int>(pools.size());
+  p.script = kCommon + Multiplot("Pool capacity lent and borrowed", 2,
+                                 "set key outside top center horizontal noreverse Right nobox\n"
+                                 "set yrange [0:*]\nset lmargin 10\nset rmargin 3\n",
+                                 panels);
   return p;
 }
 
@@ -737,26 +773,22 @@ Plot PendingPlot(const SimResult& r) {
          "Pods submitted and not running, over simulated hours. Blue is berth, orange the "
          "baseline. Lower is better; a line that does not come back to zero at the end has work "
          "that never started."};
-  const World worlds[] = {{&r.berth, "berth", kBerthColour},
-                          {&r.baseline, "baseline", kBaselineColour}};
-  std::vector<int> drawn;
-  for (int w = 0; w < 2; ++w) {
-    const RunMetrics& m = *worlds[w].m;
-    const auto pending = ToDoubles(m.pending_pods);
-    p.data += DataBlock(m.times, {&pending}, {1},
-                        absl::StrCat(worlds[w].label, ": hours pending_pods"));
-    if (!m.times.empty() && !pending.empty()) drawn.push_back(w);
-  }
+  const auto worlds = Worlds(r);
+  std::vector<double> pending;
+  const std::vector<int> drawn =
+      WorldBlocks(p, worlds, 1, "hours pending_pods", [&](const RunMetrics& m, Columns& cols) {
+        pending = ToDoubles(m.pending_pods);
+        cols = {&pending};
+        return !pending.empty();
+      });
   if (drawn.empty()) {
     p.skipped = "no pending-pod samples";
     return p;
   }
   p.script = kCommon + KeyMargin(8);
   absl::StrAppend(&p.script, "set title 'Pending pods: berth vs baseline' font ',14'\n",
-                  "set yrange [0:*]\nset xlabel 'simulated time (hours)'\nset ylabel 'pods'\n");
-  std::vector<std::string> lines;
-  for (int w : drawn) lines.push_back(Line("pending.dat", w, 2, worlds[w].colour, worlds[w].label));
-  absl::StrAppend(&p.script, "plot ", absl::StrJoin(lines, ", \\\n  "), "\n");
+                  "set yrange [0:*]\nset xlabel 'simulated time (hours)'\nset ylabel 'pods'\n",
+                  PlotCommand(WorldLines("pending.dat", worlds, drawn, 2)));
   return p;
 }
 
@@ -957,8 +989,7 @@ std::string IndexHtml(const SimResult& r, const std::vector<Plot>& plots,
   }
 
   absl::StrAppend(&h, "<h2>Evictions</h2>\n");
-  for (const World& w : {World{&r.berth, "berth", kBerthColour},
-                         World{&r.baseline, "baseline", kBaselineColour}}) {
+  for (const World& w : Worlds(r)) {
     std::vector<std::vector<std::string>> er;
     for (const auto& e : w.m->evictions) {
       er.push_back({e.cause, absl::StrCat(e.pods), absl::StrFormat("%.1f", e.gpu_hours_lost),
@@ -973,8 +1004,7 @@ std::string IndexHtml(const SimResult& r, const std::vector<Plot>& plots,
   }
 
   absl::StrAppend(&h, "<h2>Invariants</h2>\n");
-  for (const World& w : {World{&r.berth, "berth", kBerthColour},
-                         World{&r.baseline, "baseline", kBaselineColour}}) {
+  for (const World& w : Worlds(r)) {
     absl::StrAppend(&h, "<h3>", w.label, "</h3>\n");
     if (w.m->invariants.empty()) {
       h += "<p>No invariant was checked.</p>\n";
@@ -996,8 +1026,7 @@ std::string IndexHtml(const SimResult& r, const std::vector<Plot>& plots,
   }
 
   absl::StrAppend(&h, "<h2>Partial gangs stuck</h2>\n");
-  for (const World& w : {World{&r.berth, "berth", kBerthColour},
-                         World{&r.baseline, "baseline", kBaselineColour}}) {
+  for (const World& w : Worlds(r)) {
     absl::StrAppend(&h, "<p>", w.label, ": ", w.m->partial_gangs_stuck, "</p>\n");
     if (!w.m->partial_gang_examples.empty()) {
       absl::StrAppend(&h, "<pre>", Html(absl::StrJoin(w.m->partial_gang_examples, "\n")),
@@ -1007,8 +1036,7 @@ std::string IndexHtml(const SimResult& r, const std::vector<Plot>& plots,
 
   absl::StrAppend(&h, "<h2>Cost</h2>\n");
   std::vector<std::vector<std::string>> cost;
-  for (const World& w : {World{&r.berth, "berth", kBerthColour},
-                         World{&r.baseline, "baseline", kBaselineColour}}) {
+  for (const World& w : Worlds(r)) {
     std::vector<std::string> verbs;
     for (const auto& [verb, calls] : w.m->verb_calls) {
       auto it = w.m->verb_seconds.find(verb);

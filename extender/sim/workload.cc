@@ -175,6 +175,58 @@ class Reader {
     return m;
   }
 
+  // The value of `key` in a mapping already checked by CheckMap (at `path`), which must be there.
+  absl::StatusOr<YAML::Node> Required(const YAML::Node& map, std::string_view key,
+                                      std::string_view path) const {
+    std::optional<YAML::Node> v = Get(map, key);
+    if (!v) return Error(path, "required field is missing");
+    return *v;
+  }
+
+  // A list with at least one item; `empty` is the error without one.
+  absl::Status NonEmptyList(const YAML::Node& n, std::string_view path,
+                            std::string_view empty) const {
+    if (absl::Status s = List(n, path); !s.ok()) return s;
+    if (n.size() == 0) return Error(path, empty);
+    return absl::OkStatus();
+  }
+
+  absl::Status List(const YAML::Node& n, std::string_view path) const {
+    if (!n.IsSequence()) return Error(path, StrCat("expected a list, got ", YamlTypeName(n)));
+    return absl::OkStatus();
+  }
+
+  // A DNS-1123 label; `rule` is added to the error for one that is not.
+  absl::StatusOr<std::string> DnsLabel(const YAML::Node& n, std::string_view path,
+                                       std::string_view rule = "") const {
+    absl::StatusOr<std::string> s = Scalar(n, path);
+    if (!s.ok()) return s;
+    if (!IsDnsLabel(*s)) return Error(path, StrCat("\"", *s, "\" is not a DNS-1123 label", rule));
+    return s;
+  }
+
+  // A duration of at least 0.
+  absl::StatusOr<absl::Duration> NonNegativeDuration(const YAML::Node& n,
+                                                     std::string_view path) const {
+    absl::StatusOr<absl::Duration> d = Duration(n, path);
+    if (!d.ok()) return d;
+    if (*d < absl::ZeroDuration()) {
+      return Error(path, StrCat(absl::FormatDuration(*d), " is negative"));
+    }
+    return d;
+  }
+
+  // Sets `out` to the integer in [lo, hi] at `key` of the mapping `map` (at `path`), if present.
+  absl::Status OptionalInt(const YAML::Node& map, std::string_view key, std::string_view path,
+                           int64_t lo, int64_t hi, std::optional<int>& out) const {
+    std::optional<YAML::Node> v = Get(map, key);
+    if (!v) return absl::OkStatus();
+    absl::StatusOr<int64_t> i = Int(*v, Join(path, key), lo, hi);
+    if (!i.ok()) return i.status();
+    out = static_cast<int>(*i);
+    return absl::OkStatus();
+  }
+
   absl::StatusOr<Workload> Read(const YAML::Node& root) {
     if (!root.IsDefined() || root.IsNull()) return Error("", "the workload is empty");
     if (absl::Status s = CheckMap(root, "", {"kind", "name", "description", "jobs", "nodeEvents"});
@@ -194,10 +246,11 @@ class Reader {
     if (!description.ok()) return description.status();
     w.description = *description;
 
-    std::optional<YAML::Node> jobs = Get(root, "jobs");
-    if (!jobs) return Error("jobs", "required field is missing");
-    if (!jobs->IsSequence()) return Error("jobs", StrCat("expected a list, got ", YamlTypeName(*jobs)));
-    if (jobs->size() == 0) return Error("jobs", "at least one job is required");
+    absl::StatusOr<YAML::Node> jobs = Required(root, "jobs", "jobs");
+    if (!jobs.ok()) return jobs.status();
+    if (absl::Status s = NonEmptyList(*jobs, "jobs", "at least one job is required"); !s.ok()) {
+      return s;
+    }
     std::set<std::pair<std::string, std::string>> names;
     int64_t pods = 0;
     for (size_t i = 0; i < jobs->size(); ++i) {
@@ -217,9 +270,7 @@ class Reader {
     SetContext("");
 
     if (std::optional<YAML::Node> events = Get(root, "nodeEvents")) {
-      if (!events->IsSequence()) {
-        return Error("nodeEvents", StrCat("expected a list, got ", YamlTypeName(*events)));
-      }
+      if (absl::Status s = List(*events, "nodeEvents"); !s.ok()) return s;
       for (size_t i = 0; i < events->size(); ++i) {
         absl::StatusOr<NodeEvent> e = ReadNodeEvent((*events)[i], i);
         if (!e.ok()) return e.status();
@@ -246,37 +297,27 @@ class Reader {
       return s;
     }
     Job job;
-    std::optional<YAML::Node> name = Get(n, "name");
-    if (!name) return Error("name", "required field is missing");
-    absl::StatusOr<std::string> name_text = Scalar(*name, "name");
+    absl::StatusOr<YAML::Node> name = Required(n, "name", "name");
+    if (!name.ok()) return name.status();
+    absl::StatusOr<std::string> name_text =
+        DnsLabel(*name, "name", " (lower-case letters, digits and '-', at most 63)");
     if (!name_text.ok()) return name_text.status();
-    if (!IsDnsLabel(*name_text)) {
-      return Error("name", StrCat("\"", *name_text,
-                                  "\" is not a DNS-1123 label (lower-case "
-                                  "letters, digits and '-', at most 63)"));
-    }
     job.name = *name_text;
 
     if (std::optional<YAML::Node> ns = Get(n, "namespace")) {
-      absl::StatusOr<std::string> text = Scalar(*ns, "namespace");
+      absl::StatusOr<std::string> text = DnsLabel(*ns, "namespace");
       if (!text.ok()) return text.status();
-      if (!IsDnsLabel(*text)) {
-        return Error("namespace", StrCat("\"", *text, "\" is not a DNS-1123 label"));
-      }
       job.ns = *text;
     }
 
-    std::optional<YAML::Node> submit = Get(n, "submit");
-    if (!submit) return Error("submit", "required field is missing");
-    absl::StatusOr<absl::Duration> submit_d = Duration(*submit, "submit");
+    absl::StatusOr<YAML::Node> submit = Required(n, "submit", "submit");
+    if (!submit.ok()) return submit.status();
+    absl::StatusOr<absl::Duration> submit_d = NonNegativeDuration(*submit, "submit");
     if (!submit_d.ok()) return submit_d.status();
-    if (*submit_d < absl::ZeroDuration()) {
-      return Error("submit", StrCat(absl::FormatDuration(*submit_d), " is negative"));
-    }
     job.submit = *submit_d;
 
-    std::optional<YAML::Node> duration = Get(n, "duration");
-    if (!duration) return Error("duration", "required field is missing");
+    absl::StatusOr<YAML::Node> duration = Required(n, "duration", "duration");
+    if (!duration.ok()) return duration.status();
     absl::StatusOr<absl::Duration> duration_d = Duration(*duration, "duration");
     if (!duration_d.ok()) return duration_d.status();
     if (*duration_d <= absl::ZeroDuration()) {
@@ -293,18 +334,17 @@ class Reader {
     }
 
     if (std::optional<YAML::Node> lifetime = Get(n, "lifetime")) {
-      absl::StatusOr<absl::Duration> d = Duration(*lifetime, "lifetime");
+      absl::StatusOr<absl::Duration> d = NonNegativeDuration(*lifetime, "lifetime");
       if (!d.ok()) return d.status();
-      if (*d < absl::ZeroDuration()) {
-        return Error("lifetime", StrCat(absl::FormatDuration(*d), " is negative"));
-      }
       job.lifetime = *d;
     }
 
-    std::optional<YAML::Node> pods = Get(n, "pods");
-    if (!pods) return Error("pods", "required field is missing");
-    if (!pods->IsSequence()) return Error("pods", StrCat("expected a list, got ", YamlTypeName(*pods)));
-    if (pods->size() == 0) return Error("pods", "at least one pod template is required");
+    absl::StatusOr<YAML::Node> pods = Required(n, "pods", "pods");
+    if (!pods.ok()) return pods.status();
+    if (absl::Status s = NonEmptyList(*pods, "pods", "at least one pod template is required");
+        !s.ok()) {
+      return s;
+    }
     std::set<std::string> template_names;
     for (size_t i = 0; i < pods->size(); ++i) {
       absl::StatusOr<PodTemplate> t = ReadTemplate((*pods)[i], StrCat("pods[", i, "]"));
@@ -330,35 +370,30 @@ class Reader {
     }
     const int count = job.PodCount();
     job.min_member = count;  // a gang without minMember needs all its pods
-    if (std::optional<YAML::Node> v = Get(g, "minMember")) {
-      absl::StatusOr<int64_t> m = Int(*v, "gang.minMember", 1, kMaxPodsTotal);
-      if (!m.ok()) return m.status();
-      if (*m > count) {
-        return Error("gang.minMember", StrCat(*m, " is more than the job's ", count, " pods"));
-      }
-      job.min_member = static_cast<int>(*m);
+    if (absl::Status s = OptionalInt(g, "minMember", "gang", 1, kMaxPodsTotal, job.min_member);
+        !s.ok()) {
+      return s;
+    }
+    if (*job.min_member > count) {
+      return Error("gang.minMember",
+                   StrCat(*job.min_member, " is more than the job's ", count, " pods"));
     }
     // maxMember is the issue's vocabulary for "every pod of the job"; it is accepted so files
     // can say it, and must then agree with the pod count (the gang's members are its pods).
-    if (std::optional<YAML::Node> v = Get(g, "maxMember")) {
-      absl::StatusOr<int64_t> m = Int(*v, "gang.maxMember", 1, kMaxPodsTotal);
-      if (!m.ok()) return m.status();
-      if (*m != count) {
-        return Error("gang.maxMember", StrCat(*m, " differs from the job's ", count,
-                                              " pods (every pod is a member; omit maxMember)"));
-      }
+    std::optional<int> max_member;
+    if (absl::Status s = OptionalInt(g, "maxMember", "gang", 1, kMaxPodsTotal, max_member);
+        !s.ok()) {
+      return s;
     }
-    if (std::optional<YAML::Node> v = Get(g, "maxHops")) {
-      absl::StatusOr<int64_t> h = Int(*v, "gang.maxHops", 0, 1000);
-      if (!h.ok()) return h.status();
-      job.max_hops = static_cast<int>(*h);
+    if (max_member && *max_member != count) {
+      return Error("gang.maxMember", StrCat(*max_member, " differs from the job's ", count,
+                                            " pods (every pod is a member; omit maxMember)"));
     }
-    if (std::optional<YAML::Node> v = Get(g, "scheduleTimeoutSeconds")) {
-      absl::StatusOr<int64_t> t = Int(*v, "gang.scheduleTimeoutSeconds", 1, INT32_MAX);
-      if (!t.ok()) return t.status();
-      job.schedule_timeout_seconds = static_cast<int>(*t);
+    if (absl::Status s = OptionalInt(g, "maxHops", "gang", 0, 1000, job.max_hops); !s.ok()) {
+      return s;
     }
-    return absl::OkStatus();
+    return OptionalInt(g, "scheduleTimeoutSeconds", "gang", 1, INT32_MAX,
+                       job.schedule_timeout_seconds);
   }
 
   absl::StatusOr<PodTemplate> ReadTemplate(const YAML::Node& n, const std::string& path) const {
@@ -369,20 +404,17 @@ class Reader {
     }
     PodTemplate t;
     if (std::optional<YAML::Node> v = Get(n, "name")) {
-      absl::StatusOr<std::string> name = Scalar(*v, Join(path, "name"));
+      absl::StatusOr<std::string> name = DnsLabel(*v, Join(path, "name"));
       if (!name.ok()) return name.status();
-      if (!IsDnsLabel(*name)) {
-        return Error(Join(path, "name"), StrCat("\"", *name, "\" is not a DNS-1123 label"));
-      }
       t.name = *name;
     }
-    if (std::optional<YAML::Node> v = Get(n, "count")) {
-      absl::StatusOr<int64_t> c = Int(*v, Join(path, "count"), 1, kMaxPodsPerTemplate);
-      if (!c.ok()) return c.status();
-      t.count = static_cast<int>(*c);
+    std::optional<int> count;
+    if (absl::Status s = OptionalInt(n, "count", path, 1, kMaxPodsPerTemplate, count); !s.ok()) {
+      return s;
     }
-    std::optional<YAML::Node> requests = Get(n, "requests");
-    if (!requests) return Error(Join(path, "requests"), "required field is missing");
+    t.count = count.value_or(t.count);
+    absl::StatusOr<YAML::Node> requests = Required(n, "requests", Join(path, "requests"));
+    if (!requests.ok()) return requests.status();
     absl::StatusOr<std::map<std::string, std::string>> r =
         Quantities(*requests, Join(path, "requests"));
     if (!r.ok()) return r.status();
@@ -396,7 +428,7 @@ class Reader {
     }
     if (std::optional<YAML::Node> v = Get(n, "tolerations")) {
       const std::string field = Join(path, "tolerations");
-      if (!v->IsSequence()) return Error(field, StrCat("expected a list, got ", YamlTypeName(*v)));
+      if (absl::Status s = List(*v, field); !s.ok()) return s;
       for (size_t i = 0; i < v->size(); ++i) {
         absl::StatusOr<std::string> key = Scalar((*v)[i], StrCat(field, "[", i, "]"));
         if (!key.ok()) return key.status();
@@ -419,17 +451,14 @@ class Reader {
       return s;
     }
     NodeEvent e;
-    std::optional<YAML::Node> at = Get(n, "at");
-    if (!at) return Error("at", "required field is missing");
-    absl::StatusOr<absl::Duration> at_d = Duration(*at, "at");
+    absl::StatusOr<YAML::Node> at = Required(n, "at", "at");
+    if (!at.ok()) return at.status();
+    absl::StatusOr<absl::Duration> at_d = NonNegativeDuration(*at, "at");
     if (!at_d.ok()) return at_d.status();
-    if (*at_d < absl::ZeroDuration()) {
-      return Error("at", StrCat(absl::FormatDuration(*at_d), " is negative"));
-    }
     e.at = *at_d;
 
-    std::optional<YAML::Node> action = Get(n, "action");
-    if (!action) return Error("action", "required field is missing");
+    absl::StatusOr<YAML::Node> action = Required(n, "action", "action");
+    if (!action.ok()) return action.status();
     absl::StatusOr<std::string> action_text = Scalar(*action, "action");
     if (!action_text.ok()) return action_text.status();
     bool known = false;
@@ -445,8 +474,8 @@ class Reader {
                    StrCat("\"", *action_text, "\": expected add, drain, fail or restore"));
     }
 
-    std::optional<YAML::Node> node = Get(n, "node");
-    if (!node) return Error("node", "required field is missing");
+    absl::StatusOr<YAML::Node> node = Required(n, "node", "node");
+    if (!node.ok()) return node.status();
     absl::StatusOr<std::string> node_name = Scalar(*node, "node");
     if (!node_name.ok()) return node_name.status();
     if (!IsDnsSubdomain(*node_name)) {
