@@ -149,6 +149,7 @@ struct SimNode {
   int pool = 0;                    // index into World::pool_names_
   double borrowed_units = 0;       // usage units of berth pods of other pools on this node
   core::ResourceVector borrowed;   // their requests
+  std::string quoted;              // the name as a JSON string, for the bodies of the verbs
 };
 
 struct SimPod {
@@ -444,6 +445,7 @@ absl::Status World::LoadCluster() {
     if (const auto* n = std::get_if<core::NodeUpsert>(&e)) {
       node_by_name_[n->node.name] = static_cast<int>(nodes_.size());
       nodes_.push_back(SimNode{.node = n->node});
+      AppendJsonString(&nodes_.back().quoted, n->node.name);
     } else if (const auto* p = std::get_if<core::PoolUpsert>(&e)) {
       pools_.push_back(p->pool);
       pool_names_.push_back(p->pool.name);
@@ -877,6 +879,7 @@ void World::NodeChange(const NodeEvent& e) {
       index = static_cast<int>(nodes_.size());
       node_by_name_[n.name] = index;
       nodes_.push_back(SimNode{.node = n});
+      AppendJsonString(&nodes_.back().quoted, n.name);
       nominated_.emplace_back();
     } else {
       index = it->second;
@@ -1032,11 +1035,13 @@ int64_t World::LeastAllocated(const SimPod& p, const SimNode& n) const {
 
 std::string World::FilterBody(const SimPod& p, const std::vector<int>& nodes) const {
   std::string body;
-  body.reserve(p.json.size() + 32 + nodes.size() * 16);
+  size_t size = p.json.size() + 48;
+  for (int n : nodes) size += nodes_[static_cast<size_t>(n)].quoted.size() + 1;
+  body.reserve(size);
   body.append(R"({"Pod":)").append(p.json).append(R"(,"Nodes":null,"NodeNames":[)");
   for (size_t i = 0; i < nodes.size(); ++i) {
     if (i > 0) body.push_back(',');
-    AppendJsonString(&body, nodes_[static_cast<size_t>(nodes[i])].node.name);
+    body.append(nodes_[static_cast<size_t>(nodes[i])].quoted);
   }
   body.append("]}");
   return body;
@@ -1083,10 +1088,14 @@ void World::ScheduleOne(int p) {
   // kube-scheduler's reading of a filter answer (extender.go): an error, a non-200 answer or a
   // name it did not ask about fail the attempt; `NodeNames` pass; `FailedNodes` (not also
   // unresolvable) may be helped by preemption.
+  // The last filter body, which prioritize reuses when berth passed every node it was asked about.
+  std::string last_body;
+  std::vector<int> last_body_nodes;
   auto ext_filter = [&](const std::vector<int>& nodes, std::vector<int>* pass,
                         std::vector<int>* failed) -> bool {
-    const std::string body = FilterBody(pods_[static_cast<size_t>(p)], nodes);
-    Reply r = timed("filter", [&] { return service_->Filter(body); });
+    last_body = FilterBody(pods_[static_cast<size_t>(p)], nodes);
+    last_body_nodes = nodes;
+    Reply r = timed("filter", [&] { return service_->Filter(last_body); });
     bool ok = r.status == 200;
     absl::StatusOr<simdjson::dom::element> el = ok ? ParseReused(r.body) : absl::StatusOr<simdjson::dom::element>();
     simdjson::dom::object obj;
@@ -1176,8 +1185,8 @@ void World::ScheduleOne(int p) {
         total[i] = LeastAllocated(pods_[static_cast<size_t>(p)], nodes_[static_cast<size_t>(feasible[i])]);
       }
       if (berth_) {
-        const std::string body = FilterBody(pods_[static_cast<size_t>(p)], feasible);
-        Reply r = timed("prioritize", [&] { return service_->Prioritize(body); });
+        if (last_body_nodes != feasible) last_body = FilterBody(pods_[static_cast<size_t>(p)], feasible);
+        Reply r = timed("prioritize", [&] { return service_->Prioritize(last_body); });
         absl::StatusOr<simdjson::dom::element> el = ParseReused(r.body);
         simdjson::dom::array arr;
         if (r.status == 200 && el.ok() && el->get(arr) == simdjson::SUCCESS) {
