@@ -174,6 +174,7 @@ struct SimPod {
   Micros unschedulable_since = 0;
   uint64_t cycle = 0;  // the scheduling cycle of its last attempt
   int nominated = -1;
+  bool pending = false;  // counted in World::pending_pods_
   // the pool invariant
   Micros pool_blocked_since = -1;
   bool pool_reported = false;
@@ -235,6 +236,9 @@ class World {
   absl::Status LoadCluster();
   absl::StatusOr<int> MakePod(int job, const PodTemplate& t, int member, int incarnation);
   void Submit(int job);
+  /// What the figures need of a pod: whether it is berth's, its home pool and queue (SPEC 4's
+  /// annotation and label), and its usage in queue units.
+  void Classify(SimPod& sp);
   int PoolOfNode(const core::Node& n) const;
   int PoolIndex(std::string_view name) const;
   int QueueIndex(std::string_view name);
@@ -243,7 +247,7 @@ class World {
   void BindPod(int p, int node);
   void RecordFirstNodes(SimJob& job);
   void StartTerminating(int p, const std::string& cause);
-  void RemovePod(int p, bool finished);
+  void RemovePod(int p);
   void CountOnNode(int p, int node, int sign);
   void MemberLeft(int job, int p, const std::string& cause);
   void Recreate(int p);
@@ -277,7 +281,7 @@ class World {
   bool TickDue() const {
     return now_ - last_tick_ >= ToMicros(o_.idle_tick) || model_->Read()->generation() != last_tick_generation_;
   }
-  bool Done() const { return jobs_left_ == 0 && delayed_pods_ == 0; }
+  bool Done() const { return jobs_left_ == 0; }
 
   const SimOptions& o_;
   const bool berth_;
@@ -310,7 +314,6 @@ class World {
   absl::flat_hash_map<std::string, int32_t> priority_classes_;
   std::string default_priority_class_;
   int64_t jobs_left_ = 0;
-  int64_t delayed_pods_ = 0;
   double gpu_weight_ = 8, mem_weight_ = 0.25;
 
   // kube-scheduler's queue
@@ -420,10 +423,6 @@ absl::Status World::Init() {
     }
     Push(ToMicros(e.at), EventType::kNodeEvent, static_cast<int32_t>(i));
   }
-  queue_usage_.assign(queue_names_.size(), 0);
-  queue_pods_.assign(queue_names_.size(), 0);
-  pool_lent_.assign(pool_names_.size(), 0);
-  pool_borrowed_.assign(pool_names_.size(), 0);
   Push(0, EventType::kSample);
   Push(30 * kSecond, EventType::kFlush);
   if (berth_) {
@@ -472,6 +471,11 @@ absl::Status World::LoadCluster() {
     n.pool = PoolOfNode(n.node);
     if (!n.node.unschedulable) total_allocatable_.Add(n.node.allocatable);
   }
+  // QueueIndex grows the per-queue figures with every queue it meets from here on.
+  queue_usage_.assign(queue_names_.size(), 0);
+  queue_pods_.assign(queue_names_.size(), 0);
+  pool_lent_.assign(pool_names_.size(), 0);
+  pool_borrowed_.assign(pool_names_.size(), 0);
   // Pods of the cluster file: bound ones run for ever (other schedulers' services, as in seed
   // 000); pending ones are scheduled like any other and then run for ever.
   for (core::Pod& pod : cluster_pods) {
@@ -480,7 +484,7 @@ absl::Status World::LoadCluster() {
     sp.pod = std::move(pod);
     sp.pod.creation = kEpoch;
     sp.json = EncodePod(sp.pod, names()).dump();
-    sp.managed = sp.pod.scheduler_name == o_.config.scheduler_name;
+    Classify(sp);
     const int index = static_cast<int>(pods_.size());
     pod_by_uid_[sp.pod.uid.str()] = index;
     std::string node(sp.pod.node_name.view());
@@ -488,7 +492,7 @@ absl::Status World::LoadCluster() {
     sp.pod.phase = core::PodPhase::kPending;
     pods_.push_back(std::move(sp));
     SimPod& p = pods_.back();
-    p.units = 0;
+    if (p.managed) ++queue_pods_[static_cast<size_t>(p.queue)];
     if (!node.empty()) {
       auto it = node_by_name_.find(node);
       if (it == node_by_name_.end()) {
@@ -499,6 +503,7 @@ absl::Status World::LoadCluster() {
       BindPod(index, it->second);
     } else {
       ToBerth(core::PodUpsert{p.pod});
+      p.pending = true;
       ++pending_pods_;
       Enqueue(index);
     }
@@ -597,17 +602,29 @@ absl::StatusOr<int> World::MakePod(int job, const PodTemplate& t, int member, in
   }
   sp.pod = *std::move(pod);
   sp.pod.creation = clock_.Now();
-  sp.managed = true;
-  sp.home_pool = PoolIndex(spec.pool);
-  sp.queue = jobs_[static_cast<size_t>(job)].queue;
-  sp.cpus = static_cast<double>(sp.pod.request.Get(core::kCpu)) / 1000.0;
-  if (auto gpu = names().Find("nvidia.com/gpu")) sp.gpus = static_cast<double>(sp.pod.request.Get(*gpu));
-  sp.units = sp.cpus + gpu_weight_ * sp.gpus +
-             mem_weight_ * static_cast<double>(sp.pod.request.Get(core::kMemory)) / double(1LL << 30);
+  Classify(sp);
   const int index = static_cast<int>(pods_.size());
   pod_by_uid_[uid] = index;
   pods_.push_back(std::move(sp));
   return index;
+}
+
+void World::Classify(SimPod& sp) {
+  sp.managed = sp.pod.scheduler_name == o_.config.scheduler_name;
+  std::string_view pool = "default";
+  for (std::string_view key : {"berth.io/pool", "resource.aibee.cn/pool"}) {
+    if (auto v = sp.pod.annotations.Get(key); v && !v->empty()) {
+      pool = *v;
+      break;
+    }
+  }
+  sp.home_pool = PoolIndex(pool);
+  auto queue = sp.pod.labels.Get("berth.io/queue");
+  sp.queue = QueueIndex(queue && !queue->empty() ? *queue : "default");
+  sp.cpus = static_cast<double>(sp.pod.request.Get(core::kCpu)) / 1000.0;
+  if (auto gpu = names().Find("nvidia.com/gpu")) sp.gpus = static_cast<double>(sp.pod.request.Get(*gpu));
+  sp.units = sp.cpus + gpu_weight_ * sp.gpus +
+             mem_weight_ * static_cast<double>(sp.pod.request.Get(core::kMemory)) / double(1LL << 30);
 }
 
 void World::Submit(int j) {
@@ -633,6 +650,7 @@ void World::Submit(int j) {
       job.pods.push_back(*p);
       SimPod& pod = pods_[static_cast<size_t>(*p)];
       ToBerth(core::PodUpsert{pod.pod});
+      pod.pending = true;
       ++pending_pods_;
       ++queue_pods_[static_cast<size_t>(pod.queue)];
       Enqueue(*p);
@@ -678,8 +696,11 @@ void World::BindPod(int p, int node) {
   CountOnNode(p, node, +1);
   ToBerth(core::PodUpsert{pod.pod});
   CheckNode(node);
+  if (pod.pending) {
+    pod.pending = false;
+    --pending_pods_;
+  }
   if (pod.job < 0) return;
-  --pending_pods_;
   ++metrics_.pods_started;
   SimJob& job = jobs_[static_cast<size_t>(pod.job)];
   const Micros duration = ToMicros(job.spec->duration);
@@ -740,7 +761,7 @@ void World::StartTerminating(int p, const std::string& cause) {
   pod.terminating = true;
   pod.pod.terminating = true;
   if (pod.node < 0) {  // never bound: gone at once
-    RemovePod(p, false);
+    RemovePod(p);
     return;
   }
   ToBerth(core::PodUpsert{pod.pod});
@@ -809,6 +830,7 @@ void World::Recreate(int p) {
   job.pods[static_cast<size_t>(member)] = *fresh;
   SimPod& np = pods_[static_cast<size_t>(*fresh)];
   ToBerth(core::PodUpsert{np.pod});
+  np.pending = true;
   ++pending_pods_;
   ++queue_pods_[static_cast<size_t>(queue)];
   Enqueue(*fresh);
@@ -816,24 +838,25 @@ void World::Recreate(int p) {
 
 // The pod is gone from the API server (deleted, or finished: kube-scheduler's informer drops
 // Succeeded pods, and so does berth's pod watch).
-void World::RemovePod(int p, bool finished) {
+void World::RemovePod(int p) {
   SimPod& pod = pods_[static_cast<size_t>(p)];
   if (pod.gone) return;
   pod.gone = true;
   pod.q = QueueState::kNone;
-  if (pod.job >= 0) --queue_pods_[static_cast<size_t>(pod.queue)];
+  if (pod.managed) --queue_pods_[static_cast<size_t>(pod.queue)];
+  if (pod.pending) {
+    pod.pending = false;
+    --pending_pods_;
+  }
   const int node = pod.node;
   if (node >= 0) {
     SimNode& n = nodes_[static_cast<size_t>(node)];
     auto it = std::find(n.pods.begin(), n.pods.end(), p);
     if (it != n.pods.end()) { *it = n.pods.back(); n.pods.pop_back(); }
     CountOnNode(p, node, -1);
-  } else if (pod.job >= 0) {
-    --pending_pods_;
   }
   ToBerth(core::PodDelete{.uid = pod.pod.uid.str(), .ns = pod.pod.ns.str(), .name = pod.pod.name.str()});
   if (node >= 0) CheckNode(node);
-  (void)finished;
   pod.json.clear();
   pod.json.shrink_to_fit();
   // AssignedPodDelete: kube-scheduler moves every unschedulable pod.
@@ -852,7 +875,7 @@ void World::FinishJob(int j) {
     SimPod& m = pods_[static_cast<size_t>(q)];
     if (m.gone) continue;
     if (m.node >= 0) m.pod.phase = core::PodPhase::kSucceeded;
-    RemovePod(q, true);
+    RemovePod(q);
   }
   if (berth_ && job.min_member > 0) {
     ToBerth(core::PodGroupDelete{.ns = job.spec->ns, .name = job.spec->name});
@@ -920,7 +943,7 @@ void World::NodeChange(const NodeEvent& e) {
           MemberLeft(pod.job, p, "node-failure");
         }
         // The node is gone: its pods are deleted at once (no kubelet to wait for).
-        RemovePod(p, false);
+        RemovePod(p);
       }
       n.requested = core::ResourceVector();
       ToBerth(core::NodeDelete{n.node.name});
@@ -1575,7 +1598,7 @@ void World::Run() {
           if (pod.gone || pod.terminating) break;
           SimJob& job = jobs_[static_cast<size_t>(pod.job)];
           pod.pod.phase = core::PodPhase::kSucceeded;
-          RemovePod(e.a, true);
+          RemovePod(e.a);
           if (++job.pods_finished == static_cast<int>(job.pods.size())) FinishJob(pod.job);
           last_progress_ = now_;
           break;
@@ -1592,7 +1615,7 @@ void World::Run() {
           break;
         }
         case EventType::kDeleted:
-          RemovePod(e.a, false);
+          RemovePod(e.a);
           last_progress_ = now_;
           break;
         case EventType::kNodeEvent:

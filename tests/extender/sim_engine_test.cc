@@ -413,6 +413,47 @@ TEST_CASE("simulate: an unschedulable pod is retried every five minutes when not
   CHECK(Find(r->baseline, "big").start == -1);
 }
 
+// Pods of the cluster file: a service of another scheduler bound to n1 only takes room; a pending
+// berth pod of queue b is scheduled like any other and runs for ever. Queue shares count berth's
+// pods only: b's 1 CPU against a's 2. (Without Queue objects for a and b, berth would hold both
+// pods back: a queue nobody created waits, QueueUnknown.)
+TEST_CASE("simulate: pods of the cluster file take room and are scheduled", "[sim]") {
+  auto pod = [](const std::string& name, const std::string& scheduler, const std::string& node,
+                json labels) {
+    json p = {{"apiVersion", "v1"},
+              {"kind", "Pod"},
+              {"metadata", {{"name", name}, {"namespace", "default"}, {"uid", name}, {"labels", labels}}},
+              {"spec", {{"schedulerName", scheduler},
+                        {"containers", {{{"name", "main"}, {"resources", {{"requests", {{"cpu", "1"}}}}}}}}}},
+              {"status", {{"phase", node.empty() ? "Pending" : "Running"}}}};
+    if (!node.empty()) p["spec"]["nodeName"] = node;
+    return p;
+  };
+  auto queue = [](const std::string& name) {
+    return json{{"apiVersion", "berth.io/v1alpha1"}, {"kind", "Queue"}, {"metadata", {{"name", name}}}};
+  };
+  const std::string cluster =
+      List({Node("n1", "4", "8Gi"), queue("a"), queue("b"), pod("svc", "default-scheduler", "n1", json::object()),
+            pod("waiting", "berth-scheduler", "", {{"berth.io/queue", "b"}})});
+  Job a = MakeJob("a", 0, 100, {{"cpu", "2"}});
+  a.queue = "a";
+  SimOptions o = Options(cluster, {a});
+  absl::StatusOr<SimResult> r = RunSimulation(o);
+  REQUIRE(r.ok());
+  for (const RunMetrics* m : {&r->berth, &r->baseline}) {
+    INFO(m->world);
+    REQUIRE(m->times.size() > 2);
+    CHECK(m->times[1] == 10);
+    CHECK(m->utilisation.at("cpu")[1] == Approx(1.0));  // svc, waiting and a: 4 of 4 CPUs
+    CHECK(m->pending_pods[1] == 0);
+    CHECK(m->queue_share.at("b")[1] == Approx(1.0 / 3.0));
+    CHECK(m->queue_share.at("a")[1] == Approx(2.0 / 3.0));
+    CHECK(m->queue_share.at("b").back() == Approx(1.0));  // a has ended
+    CHECK(Find(*m, "a").start == 0);
+    CHECK(m->jobs_completed == 1);
+  }
+}
+
 TEST_CASE("simulate: a job naming an unknown PriorityClass is refused with the job named", "[sim]") {
   Job j = MakeJob("a", 0, 10, {{"cpu", "1"}});
   j.priority_class = "gold";
