@@ -260,7 +260,10 @@ class World {
   void Failed(int p, bool error);
   void ScheduleOne(int p);
   bool InTreeFits(const SimPod& p, int node, bool with_nominated, std::string_view* why) const;
-  bool ResourcesFit(const SimPod& p, const SimNode& n, const core::ResourceVector* extra) const;
+  /// NodeResourcesFit: the pod's requests fit the node's allocatable on top of `used` plus
+  /// `extra` (nullptr: nothing more).
+  static bool ResourcesFit(const SimPod& p, const SimNode& n, const core::ResourceVector& used,
+                           const core::ResourceVector* extra);
   int64_t LeastAllocated(const SimPod& p, const SimNode& n) const;
   void Preempt(int p, const std::vector<int>& unschedulable_nodes);
   void TerminateBatch(const std::vector<int>& victims, const std::string& cause);
@@ -1008,14 +1011,15 @@ void World::Failed(int p, bool error) {
   unschedulable_.push_back(p);
 }
 
-bool World::ResourcesFit(const SimPod& p, const SimNode& n, const core::ResourceVector* extra) const {
+bool World::ResourcesFit(const SimPod& p, const SimNode& n, const core::ResourceVector& used,
+                         const core::ResourceVector* extra) {
   const core::ResourceVector& req = p.pod.request;
   for (size_t i = 0; i < req.size(); ++i) {
     const auto id = static_cast<core::ResourceId>(i);
     const int64_t want = req.Get(id);
     if (want == 0) continue;
-    const int64_t used = n.requested.Get(id) + (extra != nullptr ? extra->Get(id) : 0);
-    if (used + want > n.node.allocatable.Get(id)) return false;
+    const int64_t taken = used.Get(id) + (extra != nullptr ? extra->Get(id) : 0);
+    if (taken + want > n.node.allocatable.Get(id)) return false;
   }
   return true;
 }
@@ -1037,7 +1041,7 @@ bool World::InTreeFits(const SimPod& p, int node, bool with_nominated, std::stri
     }
     if (!nominated.IsZero()) extra = &nominated;
   }
-  if (!ResourcesFit(p, n, extra)) { *why = "resources"; return false; }
+  if (!ResourcesFit(p, n, n.requested, extra)) { *why = "resources"; return false; }
   return true;
 }
 
@@ -1499,10 +1503,10 @@ void World::CheckPoolWait(int p) {
     for (size_t i = 0; i < nodes_.size() && !blocked; ++i) {
       const SimNode& n = nodes_[i];
       if (n.pool != pod.home_pool || n.borrowed_units <= 0 || !n.present || n.node.unschedulable) continue;
-      if (!core::PlacementAllows(pod.pod, n.node) || ResourcesFit(pod, n, nullptr)) continue;
-      SimNode without = n;
-      without.requested.Sub(n.borrowed);
-      blocked = ResourcesFit(pod, without, nullptr);
+      if (!core::PlacementAllows(pod.pod, n.node) || ResourcesFit(pod, n, n.requested, nullptr)) continue;
+      core::ResourceVector without_borrowers = n.requested;
+      without_borrowers.Sub(n.borrowed);
+      blocked = ResourcesFit(pod, n, without_borrowers, nullptr);
       if (blocked && Seconds(now_ - (pod.pool_blocked_since < 0 ? now_ : pod.pool_blocked_since)) >
                          absl::ToDoubleSeconds(o_.termination_grace + o_.config.policy.pools.reclaim_timeout)) {
         pod.pool_reported = true;

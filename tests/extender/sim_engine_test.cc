@@ -311,6 +311,12 @@ TEST_CASE("simulate: pods waiting behind borrowers fire when reclaim is off", "[
     REQUIRE(r.ok());
     CHECK(Find(r->berth, "borrower").nodes == std::vector<std::string>{"g1"});
     CHECK(Invariant(r->berth, "pool-borrowers").violations == 0);
+    // The borrower went by berth's reclaim (the cause is read from berth's reason), and its run
+    // is lost: it restarts.
+    REQUIRE(r->berth.evictions.size() == 1);
+    CHECK(r->berth.evictions[0].cause == "reclaim");
+    CHECK(r->berth.evictions[0].pods == 1);
+    CHECK(Find(r->berth, "borrower").restarts == 1);
     CHECK(Find(r->berth, "inpool").start > 10);
     CHECK(Find(r->berth, "inpool").start < 100);
   }
