@@ -4,16 +4,15 @@
 
 #include <cmath>
 #include <exception>
-#include <fstream>
 #include <initializer_list>
 #include <set>
-#include <sstream>
 #include <utility>
 
 #include "absl/status/status.h"
 #include "absl/strings/numbers.h"
 #include "core/quantity.h"
 #include "core/strings.h"
+#include "extender/config.h"
 #include "extender/yaml_names.h"
 
 namespace berth::extender::sim {
@@ -591,15 +590,10 @@ absl::StatusOr<Workload> ParseWorkload(std::string_view text, std::string_view s
 }
 
 absl::StatusOr<Workload> LoadWorkloadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(StrCat("cannot read workload ", path));
-  std::ostringstream text;
-  text << in.rdbuf();
-  if (in.bad()) return absl::InvalidArgumentError(StrCat("cannot read workload ", path));
-  if (text.str().size() > kMaxFileBytes) {
-    return absl::InvalidArgumentError(StrCat(path, ": larger than 1 GiB"));
-  }
-  return ParseWorkload(text.str(), path);
+  absl::StatusOr<std::string> text = ReadFile(path);
+  if (!text.ok()) return text.status();
+  if (text->size() > kMaxFileBytes) return absl::InvalidArgumentError(StrCat(path, ": larger than 1 GiB"));
+  return ParseWorkload(*text, path);
 }
 
 std::string WorkloadToYaml(const Workload& w) {
