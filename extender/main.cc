@@ -192,17 +192,10 @@ int Serve() {
 
   std::string policies;
   for (const std::string& m : (*pipeline)->Describe()) StrAppend(&policies, policies.empty() ? "" : " ", m);
-  ServiceOptions options{.mode = kubernetes ? Mode::kKubernetes : Mode::kStandalone,
-                         .scheduler_name = config.scheduler_name,
-                         .topology_levels = config.topology_levels,
-                         .bind_confirm_timeout = config.bind_confirm_timeout,
-                         .reclaim_timeout = config.policy.pools.reclaim_timeout,
-                         .pod_events = {.repeat_after = config.events_repeat_after,
-                                        .min_interval = config.events_min_interval,
-                                        .max_per_tick = config.events_max_per_second},
-                         .version = kVersion,
-                         .git_commit = kGitCommit,
-                         .build_type = kBuildType};
+  ServiceOptions options = ServiceOptionsFor(config, kubernetes ? Mode::kKubernetes : Mode::kStandalone);
+  options.version = kVersion;
+  options.git_commit = kGitCommit;
+  options.build_type = kBuildType;
 
   std::unique_ptr<kube::KubernetesRuntime> runtime;
   LocalBinder local_binder(&model);

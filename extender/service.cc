@@ -4,6 +4,7 @@
 #include <cctype>
 
 #include "core/strings.h"
+#include "extender/config.h"
 #include "extender/json.h"
 #include "extender/k8s_codec.h"
 #include "extender/protocol.h"
@@ -93,6 +94,17 @@ absl::Status LocalEvictor::Evict(const core::Pod& victim, const core::Pod& for_p
 absl::Status LocalBinder::Bind(const core::Pod& pod, std::string_view node) {
   (void)node;  // the ledger entry already names the node
   return model_->ConfirmBindLocally(pod.uid);
+}
+
+ServiceOptions ServiceOptionsFor(const Config& config, Mode mode) {
+  return ServiceOptions{.mode = mode,
+                        .scheduler_name = config.scheduler_name,
+                        .topology_levels = config.topology_levels,
+                        .bind_confirm_timeout = config.bind_confirm_timeout,
+                        .reclaim_timeout = config.policy.pools.reclaim_timeout,
+                        .pod_events = {.repeat_after = config.events_repeat_after,
+                                       .min_interval = config.events_min_interval,
+                                       .max_per_tick = config.events_max_per_second}};
 }
 
 Reply JsonReply(int status, const nlohmann::json& j) {

@@ -132,6 +132,12 @@ struct ServiceOptions {
   std::string build_type = "unknown";
 };
 
+struct Config;  // extender/config.h
+
+/// The options `config` sets for a Service in `mode`: what `berth serve` and `berth simulate`
+/// both run with (the version fields are left for the caller).
+ServiceOptions ServiceOptionsFor(const Config& config, Mode mode);
+
 /// An HTTP answer, independent of the transport.
 struct Reply {
   int status = 200;

@@ -23,6 +23,9 @@
 #include "extender/k8s_codec.h"
 #include "extender/service.h"
 #include "nlohmann/json.hpp"
+#include "policy/gang/gang.h"
+#include "policy/pools/pools.h"
+#include "policy/queue/queue.h"
 #include "policy/registry.h"
 #include "spdlog/spdlog.h"
 
@@ -37,8 +40,6 @@ double Seconds(Micros t) { return static_cast<double>(t) / 1e6; }
 // The simulation starts at a fixed instant, so that two runs of the same input are identical.
 const absl::Time kEpoch = absl::FromUnixSeconds(1'767'225'600);  // 2026-01-01T00:00:00Z
 
-// The API server priority berth treats as production (SPEC 4: berth-production, 10000).
-constexpr int32_t kProductionPriority = 10000;
 constexpr std::string_view kGangLabel = "scheduling.x-k8s.io/pod-group";
 
 /// berth's clock in a simulation: moves only when the event loop says so.
@@ -368,12 +369,8 @@ absl::Status World::Init() {
     if (!pipeline.ok()) return absl::InvalidArgumentError(StrCat("policies: ", pipeline.status().message()));
     // Kubernetes mode: the model learns only from the cluster's events, binds go to the API
     // server, and housekeeping reclaims for pods kube-scheduler does not bring to filter.
-    ServiceOptions so{.mode = Mode::kKubernetes,
-                      .scheduler_name = o_.config.scheduler_name,
-                      .topology_levels = o_.config.topology_levels,
-                      .bind_confirm_timeout = o_.config.bind_confirm_timeout,
-                      .reclaim_timeout = o_.config.policy.pools.reclaim_timeout};
-    service_ = std::make_unique<Service>(so, model_.get(), *std::move(pipeline), &binder_, &clock_);
+    service_ = std::make_unique<Service>(ServiceOptionsFor(o_.config, Mode::kKubernetes), model_.get(),
+                                         *std::move(pipeline), &binder_, &clock_);
     service_->SetEvictor(&evictor_);
     service_->SetNudger(&nudger_);
     service_->SetReady(true);
@@ -560,11 +557,11 @@ absl::StatusOr<int> World::MakePod(int job, const PodTemplate& t, int member, in
   nlohmann::json labels = nlohmann::json::object();
   nlohmann::json annotations = nlohmann::json::object();
   labels["job-name"] = spec.name;
-  if (!spec.queue.empty()) labels["berth.io/queue"] = spec.queue;
+  if (!spec.queue.empty()) labels[std::string(policy::kQueueLabel)] = spec.queue;
   if (spec.min_member) labels[std::string(kGangLabel)] = spec.name;
   if (!spec.pool.empty()) annotations["berth.io/pool"] = spec.pool;
-  if (spec.lifetime) annotations["berth.io/lifetime"] = StrCat(absl::ToInt64Seconds(*spec.lifetime), "s");
-  if (spec.max_hops) annotations["berth.io/max-hops"] = StrCat(*spec.max_hops);
+  if (spec.lifetime) annotations[std::string(policy::kLifetimeKey)] = StrCat(absl::ToInt64Seconds(*spec.lifetime), "s");
+  if (spec.max_hops) annotations[std::string(policy::kMaxHopsKey)] = StrCat(*spec.max_hops);
   nlohmann::json requests = nlohmann::json::object();
   for (const auto& [k, v] : t.requests) requests[k] = v;
   nlohmann::json pod_spec = {{"schedulerName", o_.config.scheduler_name},
@@ -614,16 +611,8 @@ absl::StatusOr<int> World::MakePod(int job, const PodTemplate& t, int member, in
 
 void World::Classify(SimPod& sp) {
   sp.managed = sp.pod.scheduler_name == o_.config.scheduler_name;
-  std::string_view pool = "default";
-  for (std::string_view key : {"berth.io/pool", "resource.aibee.cn/pool"}) {
-    if (auto v = sp.pod.annotations.Get(key); v && !v->empty()) {
-      pool = *v;
-      break;
-    }
-  }
-  sp.home_pool = PoolIndex(pool);
-  auto queue = sp.pod.labels.Get("berth.io/queue");
-  sp.queue = QueueIndex(queue && !queue->empty() ? *queue : "default");
+  sp.home_pool = PoolIndex(policy::HomePoolName(sp.pod));
+  sp.queue = QueueIndex(policy::QueueNameOf(sp.pod));
   sp.cpus = static_cast<double>(sp.pod.request.Get(core::kCpu)) / 1000.0;
   if (auto gpu = names().Find("nvidia.com/gpu")) sp.gpus = static_cast<double>(sp.pod.request.Get(*gpu));
   sp.units = sp.cpus + gpu_weight_ * sp.gpus +
@@ -757,7 +746,7 @@ void World::Evicted(const SimPod& p, const std::string& cause, bool work_lost) {
 void World::StartTerminating(int p, const std::string& cause) {
   SimPod& pod = pods_[static_cast<size_t>(p)];
   if (pod.terminating || pod.gone) return;
-  if (pod.pod.priority >= kProductionPriority && cause != "drain" && cause != "node-failure") {
+  if (pod.pod.priority >= policy::kProductionPriority && cause != "drain" && cause != "node-failure") {
     Violation(3, StrCat("production pod ", pod.pod.Key(), " (priority ", pod.pod.priority,
                         ") was deleted for ", cause, " at t=", Seconds(now_), "s"));
   }
