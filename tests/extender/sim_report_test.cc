@@ -9,13 +9,13 @@
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <random>
 #include <sstream>
 #include <string>
 
 #include "extender/sim/report.h"
 #include "nlohmann/json.hpp"
+#include "tests/testing/files.h"
 
 namespace berth::testing {
 namespace {
@@ -28,13 +28,6 @@ using extender::sim::SimResult;
 namespace fs = std::filesystem;
 
 const char* kPlots[] = {"utilisation", "queue-shares", "wait-cdf", "gangs", "pools", "pending"};
-
-std::string Slurp(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 bool HaveGnuplot() {
   const char* path = std::getenv("PATH");
@@ -374,10 +367,10 @@ TEST_CASE("report.json has schema version 1 and every section", "[sim][report]")
 TEST_CASE("WriteReport writes the JSON, the summary, every plot and the page", "[sim][report]") {
   const fs::path dir = TempDir() / "out";  // WriteReport creates it
   const auto status = extender::sim::WriteReport(Realistic(), dir.string());
-  const auto json = nlohmann::json::parse(Slurp(dir / "report.json"));
+  const auto json = nlohmann::json::parse(ReadTestFile(dir / "report.json"));
   CHECK(json["schemaVersion"] == 1);
-  CHECK(Slurp(dir / "summary.txt").find("utilisation cpu") != std::string::npos);
-  const std::string html = Slurp(dir / "index.html");
+  CHECK(ReadTestFile(dir / "summary.txt").find("utilisation cpu") != std::string::npos);
+  const std::string html = ReadTestFile(dir / "index.html");
   CHECK(html.find("<table>") != std::string::npos);
   CHECK(html.find("report.json") != std::string::npos);
   CHECK(html.find("team/job-3: 2 of 8 bound for 612s") != std::string::npos);
@@ -395,8 +388,8 @@ TEST_CASE("WriteReport writes the JSON, the summary, every plot and the page", "
       REQUIRE(fs::exists(f));
       CHECK(fs::file_size(f) > 1000);
     }
-    CHECK(Slurp(dir / (std::string(plot) + ".svg")).find("<svg") != std::string::npos);
-    CHECK(Slurp(dir / (std::string(plot) + ".png")).substr(1, 3) == "PNG");
+    CHECK(ReadTestFile(dir / (std::string(plot) + ".svg")).find("<svg") != std::string::npos);
+    CHECK(ReadTestFile(dir / (std::string(plot) + ".png")).substr(1, 3) == "PNG");
     CHECK(html.find(std::string("src=\"") + plot + ".svg\"") != std::string::npos);
   }
   fs::remove_all(dir.parent_path());
@@ -411,7 +404,7 @@ TEST_CASE("WriteReport says which plots it skipped and why", "[sim][report]") {
   }
   const fs::path dir = TempDir();
   const auto status = extender::sim::WriteReport(r, dir.string());
-  const std::string html = Slurp(dir / "index.html");
+  const std::string html = ReadTestFile(dir / "index.html");
   CHECK(html.find("Not drawn: the workload has no gangs") != std::string::npos);
   CHECK(html.find("Not drawn: no pool lent or borrowed capacity") != std::string::npos);
   CHECK(!fs::exists(dir / "gangs.png"));
@@ -462,7 +455,7 @@ TEST_CASE("without gnuplot, WriteReport says so and still writes the JSON and th
         "gnuplot not found: install gnuplot-nox; report.json and index.html were written");
   CHECK(fs::exists(dir / "report.json"));
   CHECK(fs::exists(dir / "summary.txt"));
-  CHECK(Slurp(dir / "index.html").find("gnuplot not found") != std::string::npos);
+  CHECK(ReadTestFile(dir / "index.html").find("gnuplot not found") != std::string::npos);
   fs::remove_all(dir);
   fs::remove_all(empty);
 }
