@@ -9,6 +9,7 @@
 #include "extender/k8s_codec.h"
 #include "extender/protocol.h"
 #include "extender/text_table.h"
+#include "policy/fit/resource_fit.h"
 #include "policy/gang/gang.h"
 #include "policy/pools/pools.h"
 #include "nlohmann/json.hpp"
@@ -484,16 +485,43 @@ Reply Service::BindVerb(std::string_view body) {
     uid = pod.uid;
   }
   const std::string node(args->node);
-  auto check = [this](const core::ClusterState& state, const core::PodState& p,
-                      const core::NodeState& n) -> absl::Status {
-    const policy::CycleContext ctx{.state = state, .pod = p.pod, .now = clock_->Now()};
-    policy::NodeVerdict v = pipeline_->Admit(ctx);
-    if (v.ok()) v = pipeline_->FilterNode(ctx, n);
-    if (v.ok()) return absl::OkStatus();
-    return absl::FailedPreconditionError(StrCat("node ", n.node.name, " cannot take pod ",
-                                                p.pod.Key(), ": ", v.message,
-                                                v.detail.empty() ? "" : " (", v.detail,
+  auto refusal = [&](const policy::NodeVerdict& v) {
+    return absl::FailedPreconditionError(StrCat("node ", node, " cannot take pod ", key, ": ",
+                                                v.message, v.detail.empty() ? "" : " (", v.detail,
                                                 v.detail.empty() ? "" : ")"));
+  };
+  // The policy check runs on a read view, off the model's exclusive lock: the what-if's check
+  // (every admission rule and filter, as the filter call answered). The commit under the lock
+  // then only compares the node's generation with the one checked, and re-checks the room of a
+  // node that changed meanwhile (docs/decisions.md, "Bind").
+  uint64_t checked_generation = 0;
+  bool checked = false;
+  {
+    auto view = model_->Read();
+    const core::PodState* p = view->FindPod(uid);
+    const core::NodeState* n = view->FindNode(node);
+    // A pod bound or being bound already is Assume's to answer (idempotent binds).
+    if (p != nullptr && n != nullptr && p->pod.node_name.empty() &&
+        view->FindBind(uid) == nullptr) {
+      const policy::WhatIf whatif(*view, clock_->Now(), pipeline_.get());
+      const policy::NodeVerdict v = whatif.Check(p->pod, *n, /*as_plan=*/false, /*explain=*/true);
+      if (!v.ok()) {
+        const absl::Status refused = refusal(v);
+        spdlog::info("bind refused pod={} node={}: {}", key, node, ToStd(refused.message()));
+        return Reply{.body = EncodeBindingResult(ToStd(refused.message()))};
+      }
+      checked_generation = n->generation;
+      checked = true;
+    }
+  }
+  auto check = [&](const core::ClusterState& state, const core::PodState& p,
+                   const core::NodeState& n) -> absl::Status {
+    if (!checked) return absl::AbortedError("the pod changed while its bind was checked");
+    if (n.generation == checked_generation) return absl::OkStatus();
+    const policy::NodeVerdict v =
+        policy::CheckFit(state.resources(), p.pod.request, n, state.OwnReservation(p.pod.uid, n),
+                         /*explain=*/true);
+    return v.ok() ? absl::OkStatus() : refusal(v);
   };
   absl::StatusOr<bool> assumed = model_->Assume(uid, node, check);
   if (!assumed.ok()) {
@@ -740,7 +768,8 @@ Reply Service::DebugPods(bool text, bool all) const {
                       view->node(e->node).node.name);
     }
     if (p->pod.node_name.empty() && !core::IsTerminal(p->pod.phase)) {
-      policy::NodeVerdict v = pipeline_->Admit({.state = *view, .pod = p->pod, .now = now});
+      policy::NodeVerdict v =
+          pipeline_->Admit({.state = *view, .pod = p->pod, .now = now, .read_only = true});
       r.admitted = v.ok();
       r.why = v.message;
     }

@@ -94,7 +94,11 @@ std::optional<policy::NodeVerdict> Service::PrepareGang(const core::Pod& pod) {
       timeout = TimeoutOf(g, planner->config());
       if (!g.admitted()) {
         admission = true;
-        const policy::CycleContext ctx{.state = *view, .pod = p->pod, .now = now, .explain = false};
+        const policy::CycleContext ctx{.state = *view,
+                                       .pod = p->pod,
+                                       .now = now,
+                                       .explain = false,
+                                       .pipeline = pipeline_.get()};
         policy::GangOutcome o = planner->PlanAdmission(ctx, g, eligible);
         if (!o.plan) return o.why;
         std::vector<std::string> evicted;
@@ -116,7 +120,7 @@ std::optional<policy::NodeVerdict> Service::PrepareGang(const core::Pod& pod) {
                          o.plan->domain.empty() ? "the whole cluster" : o.plan->domain,
                          ", max ", o.plan->max_hops, " hops");
       } else {
-        for (const policy::GangPlacement& pl : planner->PlanElastic(*view, now, eligible)) {
+        for (const policy::GangPlacement& pl : planner->PlanElastic(*view, now, eligible, pipeline_.get())) {
           auto mk = policy::GangOf(pl.member->pod);
           if (!mk) continue;
           const policy::GangView mg = policy::ViewGang(*view, mk->first, mk->second, planner->config());
@@ -133,13 +137,14 @@ std::optional<policy::NodeVerdict> Service::PrepareGang(const core::Pod& pod) {
       }
     }
     if (!victims.empty() && (evictor_ == nullptr || !evictor_->CanEvict().ok())) {
-      // Taking elastic members back needs the evictor (the leader, in Kubernetes mode).
+      // Evicting (elastic members of other gangs, borrowers of its pool) needs the evictor (the
+      // leader, in Kubernetes mode).
       return policy::NodeVerdict{
           .fit = policy::Fit::kUnresolvable,
           .reason = policy::Reason::kGangNotPlaceable,
           .message = StrCat("berth: gang ", ns, "/", name,
-                            ": fits only after evicting elastic members, which this replica "
-                            "does not do (not the leader)")};
+                            ": fits only after evicting other pods, which this replica does not "
+                            "do (not the leader)")};
     }
     const absl::Status held = model_->ReserveAll(
         requests, [&](const core::ClusterState& state) {
@@ -167,12 +172,14 @@ std::optional<policy::NodeVerdict> Service::PrepareGang(const core::Pod& pod) {
         if (auto vk = policy::GangOf(v)) {
           model_->UpdateGangRecord(vk->first, vk->second, [&](core::GangRecord& r) { r.resized = now; });
         }
-        const std::string why = StrCat("gang ", ns, "/", name, " takes back elastic room");
+        const bool elastic = policy::GangOf(v).has_value();
+        const std::string why = StrCat("gang ", ns, "/", name,
+                                       elastic ? " takes back elastic room" : " reclaims its pool");
         if (absl::Status s = evictor_->Evict(v, pod, why); !s.ok()) {
           spdlog::warn("gang {}/{}: evicting elastic member {} failed: {}", ns, name, v.Key(),
                        ToStd(s.message()));
         } else {
-          metrics_.evictions.Add("gang-elastic");
+          metrics_.evictions.Add(elastic ? "gang-elastic" : "reclaim");
         }
       }
     } else {
@@ -205,7 +212,8 @@ bool Service::ReplanGangMember(const core::Pod& pod, std::span<const std::string
       if (s != core::kNoNode && s != r->node) allowed.push_back(s);
     }
     const std::optional<core::NodeSlot> to = planner->ReplanMember(
-        *view, g, *p, allowed, pipeline_->Eligibility(*view, clock_->Now()));
+        *view, g, *p, allowed, pipeline_->Eligibility(*view, clock_->Now()), clock_->Now(),
+        pipeline_.get());
     if (!to) return false;
     moved = *r;
     node = view->node(*to).node.name;

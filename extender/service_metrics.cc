@@ -59,7 +59,7 @@ Reply Service::Metrics() const {
 
   // Queues (the latest admission plan).
   if (policy::FairShare* book = pipeline_->fair_share()) {
-    std::shared_ptr<const policy::AdmissionPlan> plan = book->PlanFor(*view, clock_->Now());
+    std::shared_ptr<const policy::AdmissionPlan> plan = book->Published(*view, clock_->Now());
     gauge("berth_queue_capacity",
           "Cluster capacity the queues share, in usage units (CPU cores + weighted GPUs and GiB).",
           plan->capacity);

@@ -108,7 +108,7 @@ Reply Service::DebugQueues(bool text) const {
   std::shared_ptr<const policy::AdmissionPlan> plan;
   {
     auto view = model_->Read();
-    plan = book->PlanFor(*view, clock_->Now());
+    plan = book->Published(*view, clock_->Now());
   }
   const double cap = plan->capacity;
   if (text) {

@@ -33,7 +33,14 @@ Pipeline::Pipeline(std::vector<std::unique_ptr<AdmissionPolicyInterface>> admiss
   for (const WeightedScore& s : scores_) total_weight_ += s.weight;
 }
 
-NodeVerdict Pipeline::Admit(const CycleContext& ctx) const {
+CycleContext Pipeline::Own(const CycleContext& ctx) const {
+  CycleContext c = ctx;
+  c.pipeline = this;
+  return c;
+}
+
+NodeVerdict Pipeline::Admit(const CycleContext& in) const {
+  const CycleContext ctx = Own(in);
   for (const auto& a : admission_) {
     NodeVerdict v = a->Admit(ctx);
     if (!v.ok()) return v;
@@ -41,7 +48,8 @@ NodeVerdict Pipeline::Admit(const CycleContext& ctx) const {
   return NodeVerdict::Ok();
 }
 
-NodeVerdict Pipeline::FilterNode(const CycleContext& ctx, const core::NodeState& node) const {
+NodeVerdict Pipeline::FilterNode(const CycleContext& in, const core::NodeState& node) const {
+  const CycleContext ctx = Own(in);
   for (const auto& f : filters_) {
     NodeVerdict v = f->Filter(ctx, node);
     if (!v.ok()) return v;
@@ -53,7 +61,7 @@ std::vector<NodeVerdict> Pipeline::Filter(const CycleContext& ctx,
                                           std::span<const std::string_view> candidates) const {
   std::vector<NodeVerdict> out(candidates.size());
   CycleMemo memo;
-  CycleContext cycle = ctx;
+  CycleContext cycle = Own(ctx);
   if (cycle.memo == nullptr) cycle.memo = &memo;
   NodeVerdict admitted = Admit(cycle);
   for (size_t i = 0; i < candidates.size(); ++i) {
@@ -69,12 +77,25 @@ std::vector<NodeVerdict> Pipeline::Filter(const CycleContext& ctx,
   return out;
 }
 
-std::optional<ReclaimPlan> Pipeline::PlanReclaim(const CycleContext& ctx) const {
+std::optional<ReclaimPlan> Pipeline::PlanReclaim(const CycleContext& in) const {
+  const CycleContext ctx = Own(in);
   if (reclaim_.empty() || !Admit(ctx).ok()) return std::nullopt;
   for (const auto& r : reclaim_) {
     if (std::optional<ReclaimPlan> plan = r->Plan(ctx)) return plan;
   }
   return std::nullopt;
+}
+
+std::vector<const core::PodState*> Pipeline::ReclaimCandidates(const CycleContext& in,
+                                                                const core::NodeState& node) const {
+  const CycleContext ctx = Own(in);
+  std::vector<const core::PodState*> out;
+  for (const auto& r : reclaim_) {
+    for (const core::PodState* p : r->Candidates(ctx, node)) {
+      if (std::find(out.begin(), out.end(), p) == out.end()) out.push_back(p);
+    }
+  }
+  return out;
 }
 
 namespace {
@@ -102,8 +123,9 @@ std::vector<char> Applying(const std::vector<Pipeline::WeightedScore>& scores,
 
 }  // namespace
 
-int64_t Pipeline::ScoreNode(const CycleContext& ctx, const core::NodeState& node) const {
+int64_t Pipeline::ScoreNode(const CycleContext& in, const core::NodeState& node) const {
   if (total_weight_ <= 0) return 0;
+  const CycleContext ctx = Own(in);
   return WeightedMean(scores_, Applying(scores_, ctx), ctx, node);
 }
 
@@ -112,7 +134,7 @@ std::vector<int64_t> Pipeline::Score(const CycleContext& ctx,
   std::vector<int64_t> out(candidates.size(), 0);
   if (total_weight_ <= 0) return out;
   CycleMemo memo;
-  CycleContext cycle = ctx;
+  CycleContext cycle = Own(ctx);
   if (cycle.memo == nullptr) cycle.memo = &memo;
   const std::vector<char> applies = Applying(scores_, cycle);
   for (size_t i = 0; i < candidates.size(); ++i) {
@@ -131,14 +153,16 @@ EligibleFn Pipeline::Eligibility(const core::ClusterState& state, absl::Time now
                            .now = now,
                            .explain = false,
                            .reclaim_blocked = true,
-                           .planning = true};
+                           .planning = true,
+                           .pipeline = this};
     return FilterNode(ctx, node).ok();
   };
 }
 
 std::vector<NodeVictims> Pipeline::Preempt(
-    const CycleContext& ctx, std::vector<NodeVictims> proposal,
+    const CycleContext& in, std::vector<NodeVictims> proposal,
     std::vector<std::pair<std::string, NodeVerdict>>* dropped) const {
+  const CycleContext ctx = Own(in);
   std::vector<NodeVictims> kept;
   kept.reserve(proposal.size());
   auto drop = [&](std::string node, NodeVerdict why) {

@@ -66,6 +66,11 @@ class Pipeline {
   /// The first reclaim module's plan for a pod no candidate takes (nullopt: none reclaims).
   std::optional<ReclaimPlan> PlanReclaim(const CycleContext& ctx) const;
 
+  /// The pods the reclaim modules would let go on `node` for `ctx.pod` (empty when none is
+  /// configured): what a gang plan may evict for all of its members at once.
+  std::vector<const core::PodState*> ReclaimCandidates(const CycleContext& ctx,
+                                                       const core::NodeState& node) const;
+
   /// The gang planner the gang modules share (nullptr when the pipeline was built without one).
   const GangPlanner* gangs() const { return gangs_.get(); }
   /// The fair-share book of the "queue" admission module (nullptr when it is not enabled).
@@ -78,6 +83,8 @@ class Pipeline {
   std::vector<std::string> Describe() const;
 
  private:
+  /// `ctx` with this pipeline as its `pipeline`.
+  CycleContext Own(const CycleContext& ctx) const;
   std::vector<std::unique_ptr<AdmissionPolicyInterface>> admission_;
   std::vector<std::unique_ptr<FilterPolicyInterface>> filters_;
   std::vector<WeightedScore> scores_;

@@ -11,6 +11,7 @@
 #include "core/cluster_model.h"
 #include "core/objects.h"
 #include "policy/verdict.h"
+#include "policy/whatif.h"
 
 namespace berth::policy {
 
@@ -65,6 +66,25 @@ struct CycleContext {
   /// The queue's verdict for the pod, when the caller has just asked the admission plan (the
   /// queue admission module answers with it instead of asking again).
   const NodeVerdict* queue_verdict = nullptr;
+  /// A reader that must change nothing (GET endpoints): the queue module answers from the
+  /// published admission plan instead of making one.
+  bool read_only = false;
+  /// Tentative placements and evictions the decision is made under (a planner's, a reclaim's,
+  /// a preemption review's); null: the state as it is. Modules read free room through FreeOf
+  /// and Free, never from the node directly, so that every what-if sees the same rules.
+  const WhatIf* whatif = nullptr;
+  /// The pipeline running the decision (set by the pipeline itself): what a module asks when it
+  /// needs a what-if of its own (WhatIf(state, now, pipeline)).
+  const Pipeline* pipeline = nullptr;
+
+  int64_t FreeOf(const core::NodeState& node, core::ResourceId id) const {
+    return whatif != nullptr ? whatif->FreeOf(node, id) : node.FreeOf(id);
+  }
+  core::ResourceVector Free(const core::NodeState& node) const {
+    return whatif != nullptr ? whatif->Free(node) : node.Free();
+  }
+  /// Whether the what-if evicts pod `uid` (it no longer counts where it runs).
+  bool Evicted(std::string_view uid) const { return whatif != nullptr && whatif->Evicted(uid); }
 };
 
 /// Per-node filter. Called once per candidate node; must be pure and thread-safe.
@@ -145,6 +165,14 @@ class ReclaimPolicyInterface {
   ///\return the reclaim to carry out for `ctx.pod`, or nullopt when this module does not
   /// reclaim for it. Called only for berth's own pods that have no room held already.
   virtual std::optional<ReclaimPlan> Plan(const CycleContext& ctx) const = 0;
+  /// The pods this module would let go on `node` to make room for `ctx.pod`, cheapest first:
+  /// what a gang plan may evict for all of its members at once (pools x gangs).
+  virtual std::vector<const core::PodState*> Candidates(const CycleContext& ctx,
+                                                        const core::NodeState& node) const {
+    (void)ctx;
+    (void)node;
+    return {};
+  }
 };
 
 /// Order between pending pods (the admission order of queues and gangs).

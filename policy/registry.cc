@@ -118,10 +118,22 @@ absl::StatusOr<std::unique_ptr<Pipeline>> Registry::Build(const PolicyConfig& co
   if (!order.ok()) return order.status();
   auto reclaim = BuildAll(reclaim_, "reclaim", config.reclaim, ctx);
   if (!reclaim.ok()) return reclaim.status();
-  return std::make_unique<Pipeline>(*std::move(admission), *std::move(filters),
-                                    std::move(weighted), *std::move(preempt), *std::move(order),
-                                    *std::move(reclaim), ctx.gangs,
-                                    uses_queue ? ctx.fair_share : nullptr);
+  // A module switched off leaves nothing behind: no gang planner without a gang module, no
+  // fair-share book without the queue module.
+  auto listed = [&](std::string_view name) {
+    for (const auto* list : {&config.admission, &config.filters, &config.preempt}) {
+      if (std::find(list->begin(), list->end(), name) != list->end()) return true;
+    }
+    return std::any_of(config.scores.begin(), config.scores.end(),
+                       [&](const auto& s) { return s.first == name; });
+  };
+  const bool uses_gangs = listed("gang") || listed("gang-topology");
+  auto pipeline = std::make_unique<Pipeline>(
+      *std::move(admission), *std::move(filters), std::move(weighted), *std::move(preempt),
+      *std::move(order), *std::move(reclaim), uses_gangs ? ctx.gangs : nullptr,
+      uses_queue ? ctx.fair_share : nullptr);
+  if (uses_queue) ctx.fair_share->SetPipeline(pipeline.get());
+  return pipeline;
 }
 
 Registry BuildDefaultRegistry() {

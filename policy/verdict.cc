@@ -8,6 +8,7 @@ std::string_view ReasonCode(Reason reason) {
     case Reason::kUnknownNode: return "UnknownNode";
     case Reason::kInsufficientResource: return "InsufficientResource";
     case Reason::kExceedsAllocatable: return "ExceedsAllocatable";
+    case Reason::kNodeConstraint: return "NodeConstraint";
     case Reason::kPreemptionNotHelpful: return "PreemptionNotHelpful";
     case Reason::kResourceNotOffered: return "ResourceNotOffered";
     case Reason::kUnknownPool: return "UnknownPool";

@@ -18,6 +18,7 @@ enum class Reason : uint8_t {
   kUnknownNode,           ///< the node is not in berth's model
   kInsufficientResource,  ///< not enough free room now; evicting pods could make room
   kExceedsAllocatable,    ///< more than the node's allocatable: nothing can make room
+  kNodeConstraint,        ///< the pod's node selector, affinity or tolerations exclude the node
   kPreemptionNotHelpful,  ///< evicting the proposed victims would not make the pod fit
   kResourceNotOffered,    ///< the pod requests a resource no node advertises
   // Pools (SPEC 6.1).

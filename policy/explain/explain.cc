@@ -179,7 +179,8 @@ void GangCounterfactuals(const Pipeline& pipeline, const core::ClusterState& sta
   auto key = GangOf(pod);
   if (planner == nullptr || !key) return;
   GangView g = ViewGang(state, key->first, key->second, planner->config());
-  const CycleContext ctx{.state = state, .pod = pod, .now = now, .explain = false};
+  const CycleContext ctx{
+      .state = state, .pod = pod, .now = now, .explain = false, .pipeline = &pipeline};
   switch (reason) {
     case Reason::kGangNoPodGroup:
       out->push_back(StrCat("a PodGroup ", g.Key(), " exists (scheduling.x-k8s.io/v1alpha1, spec.minMember)"));
@@ -192,10 +193,16 @@ void GangCounterfactuals(const Pipeline& pipeline, const core::ClusterState& sta
     case Reason::kGangNotPlaceable: {
       const GangOutcome o = planner->PlanAdmission(ctx, g, pipeline.Eligibility(state, now));
       if (o.plan) return;
+      const int short_by = g.min_member - o.placeable;
+      const std::string room = StrCat("room for ", short_by, " more member",
+                                      short_by == 1 ? "" : "s", " is free");
+      // A gang of which no member fits has no smaller minimum to offer: only room.
+      if (o.placeable <= 0) {
+        out->push_back(StrCat("fits when ", room, " (no member is placeable now)"));
+        return;
+      }
       out->push_back(StrCat("fits if minMember were ", o.placeable, " (", o.placeable, " of ",
-                            g.min_member, " members are placeable now), or when room for ",
-                            g.min_member - o.placeable, " more member",
-                            g.min_member - o.placeable == 1 ? "" : "s", " is free"));
+                            g.min_member, " members are placeable now), or when ", room));
       return;
     }
     case Reason::kGangElasticWaiting: {
@@ -241,10 +248,10 @@ Explanation Explain(const Pipeline& pipeline, const core::ClusterState& state, c
   e.level = LevelOf(pod.priority);
   if (!e.node.empty() || !e.managed) return e;
 
-  const CycleContext ctx{.state = state, .pod = pod, .now = now, .explain = true};
+  const CycleContext ctx{.state = state, .pod = pod, .now = now, .explain = true, .read_only = true};
   e.admission = pipeline.Admit(ctx);
   if (FairShare* book = pipeline.fair_share()) {
-    std::shared_ptr<const AdmissionPlan> plan = book->PlanFor(state, now, pod.uid.view());
+    std::shared_ptr<const AdmissionPlan> plan = book->Published(state, now);
     if (const PlannedJob* job = plan->JobOf(pod.uid.view())) {
       e.job = *job;
       for (const PlannedJob& other : plan->jobs) {

@@ -10,7 +10,7 @@ namespace berth::policy {
 
 NodeVerdict CheckFit(const core::ResourceNames& names, const core::ResourceVector& request,
                      const core::NodeState& node, const core::ResourceVector* extra_free,
-                     bool explain) {
+                     bool explain, const WhatIf* whatif) {
   NodeVerdict v;
   std::string short_names;
   std::string requests;
@@ -18,8 +18,12 @@ NodeVerdict CheckFit(const core::ResourceNames& names, const core::ResourceVecto
     const auto id = static_cast<core::ResourceId>(i);
     const int64_t want = request.Get(id);
     if (want <= 0) continue;
-    int64_t have = node.FreeOf(id);
-    if (extra_free != nullptr) have = core::SaturatingAdd(have, extra_free->Get(id));
+    // Room the what-if frees on this node (evictions) or takes (placements), and room held for
+    // this very pod: both count as the pod's.
+    const int64_t base = node.FreeOf(id);
+    int64_t freed = whatif != nullptr ? core::SaturatingSub(whatif->FreeOf(node, id), base) : 0;
+    if (extra_free != nullptr) freed = core::SaturatingAdd(freed, extra_free->Get(id));
+    const int64_t have = core::SaturatingAdd(base, freed);
     if (want <= have) continue;
     const int64_t alloc = node.node.allocatable.Get(id);
     const bool never = want > alloc;
@@ -39,9 +43,9 @@ NodeVerdict CheckFit(const core::ResourceNames& names, const core::ResourceVecto
                         ? StrCat(", held for other pods ",
                                  core::FormatAmount(names, id, node.reserved.Get(id)))
                         : std::string(),
-                    extra_free != nullptr && extra_free->Get(id) != 0
-                        ? StrCat(", freed for this pod ",
-                                 core::FormatAmount(names, id, extra_free->Get(id)))
+                    freed > 0 ? StrCat(", freed for this pod ", core::FormatAmount(names, id, freed))
+                    : freed < 0
+                        ? StrCat(", taken by the plan ", core::FormatAmount(names, id, -freed))
                         : std::string(),
                     ")",
                     never ? ": exceeds allocatable"
@@ -62,7 +66,9 @@ NodeVerdict CheckFit(const core::ResourceNames& names, const core::ResourceVecto
 }
 
 NodeVerdict ResourceFitFilter::Filter(const CycleContext& ctx, const core::NodeState& node) const {
-  if (ctx.planning) return NodeVerdict::Ok();  // the planner counts room itself
+  // Eligibility (planning without a what-if) leaves room to the planner's own count; a what-if
+  // check counts it here, on the what-if's room.
+  if (ctx.planning && ctx.whatif == nullptr) return NodeVerdict::Ok();
   if (!ctx.pod.unknown_requests.empty()) {
     std::string names;
     for (const auto& [name, amount] : ctx.pod.unknown_requests) {
@@ -75,29 +81,22 @@ NodeVerdict ResourceFitFilter::Filter(const CycleContext& ctx, const core::NodeS
                                         ", which no node in berth's model advertises")};
   }
   return CheckFit(ctx.state.resources(), ctx.pod.request, node,
-                  ctx.state.OwnReservation(ctx.pod.uid, node), ctx.explain);
+                  ctx.state.OwnReservation(ctx.pod.uid, node), ctx.explain, ctx.whatif);
 }
 
 bool ResourceFitPreempt::Review(const CycleContext& ctx, const core::NodeState& node,
                                 NodeVictims* proposal, NodeVerdict* why) const {
-  core::ResourceVector freed;
-  std::vector<const core::PodState*> counted;  // a victim listed twice frees its room once
+  WhatIf whatif(ctx.state, ctx.now, ctx.pipeline);
   for (const Victim& v : proposal->victims) {
     // Only pods berth counts on this node free room in berth's accounting.
-    if (v.known != nullptr && v.known->counted_on != core::kNoNode &&
-        &ctx.state.node(v.known->counted_on) == &node &&
-        std::find(counted.begin(), counted.end(), v.known) == counted.end()) {
-      counted.push_back(v.known);
-      freed.Add(v.known->pod.request);
-    }
+    if (v.known != nullptr && v.known->counted_on == node.slot) whatif.Evict(*v.known);
   }
-  if (const core::ResourceVector* own = ctx.state.OwnReservation(ctx.pod.uid, node)) freed.Add(*own);
-  NodeVerdict fit = CheckFit(ctx.state.resources(), ctx.pod.request, node, &freed, ctx.explain);
+  NodeVerdict fit = whatif.Check(ctx.pod, node, /*as_plan=*/true, ctx.explain);
   if (fit.ok()) return true;
   *why = NodeVerdict{.fit = Fit::kUnresolvable,
                      .reason = Reason::kPreemptionNotHelpful,
                      .message = "berth: evicting the proposed victims would not make room",
-                     .detail = fit.detail};
+                     .detail = fit.detail.empty() ? fit.message : fit.detail};
   return false;
 }
 

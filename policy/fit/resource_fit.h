@@ -23,8 +23,9 @@ class ResourceFitFilter final : public FilterPolicyInterface {
   NodeVerdict Filter(const CycleContext& ctx, const core::NodeState& node) const override;
 };
 
-/// Keeps a preemption candidate only if evicting the proposed victims would free enough room on
-/// berth's accounting. kube-scheduler's dry run does not run extender filters, so without this
+/// Keeps a preemption candidate only if, with the proposed victims evicted in a what-if, the
+/// pipeline's filters accept the pod on the node (room on berth's accounting, and every other
+/// rule with that room). kube-scheduler's dry run does not run extender filters, so without this
 /// it could evict pods on a node berth would still reject (pods of other schedulers and berth's
 /// in-flight binds are invisible to that dry run's victim choice).
 class ResourceFitPreempt final : public PreemptPolicyInterface {
@@ -39,9 +40,10 @@ class ResourceFitPreempt final : public PreemptPolicyInterface {
 /// room held for this very pod), if given. Only the
 /// resources the pod requests are looked at, so a fit costs a few compares.
 /// `explain` fills the verdict's detail.
+/// `whatif`, when given, supplies the free room (tentative placements and evictions counted).
 NodeVerdict CheckFit(const core::ResourceNames& names, const core::ResourceVector& request,
                      const core::NodeState& node, const core::ResourceVector* extra_free,
-                     bool explain);
+                     bool explain, const WhatIf* whatif = nullptr);
 
 /// How far a node is from fitting `want`: over the resources `want` asks for, the sum of the
 /// fraction missing (0 when it fits; 2 when two resources are wholly missing). `have(id)` gives

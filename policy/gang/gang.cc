@@ -12,6 +12,7 @@
 #include "core/checked_math.h"
 #include "core/strings.h"
 #include "policy/fit/resource_fit.h"
+#include "policy/pipeline.h"
 #include "policy/pools/pools.h"
 
 namespace berth::policy {
@@ -56,12 +57,21 @@ struct Group {
   const core::Pod* shape = nullptr;
   std::vector<const core::PodState*> members;
   std::vector<char> eligible;  // by node slot
+  /// The most members of this shape a node takes (by slot), once the what-if refused one more
+  /// there; -1: as many as the room counts. The room's arithmetic only prunes the search.
+  std::vector<int64_t> cap;
+
+  int64_t Fits(core::NodeSlot n, const core::ResourceVector& free) const {
+    const int64_t k = CountFits(free, shape->request);
+    return n < cap.size() && cap[n] >= 0 ? std::min(k, cap[n]) : k;
+  }
 };
 
-// Scratch free room per node slot for one planning pass.
+// Free room per node slot for one planning pass, read from a what-if (its evictions counted)
+// and cached: the search reads each node's room many times.
 class Room {
  public:
-  explicit Room(const core::ClusterState& state) : state_(state) {}
+  explicit Room(WhatIf& whatif) : whatif_(whatif) {}
   const core::ResourceVector& Free(core::NodeSlot slot) {
     if (slot >= known_.size()) {
       known_.resize(slot + 1, 0);
@@ -69,17 +79,24 @@ class Room {
     }
     if (!known_[slot]) {
       known_[slot] = 1;
-      free_[slot] = state_.node(slot).Free();
+      free_[slot] = whatif_.Free(whatif_.state().node(slot));
     }
     return free_[slot];
   }
-  core::ResourceVector& Mutable(core::NodeSlot slot) {
-    Free(slot);
-    return free_[slot];
+  /// Evicts `victim` in the what-if: its node gets its room back.
+  void Evict(const core::PodState& victim) {
+    whatif_.Evict(victim);
+    if (victim.counted_on < known_.size()) known_[victim.counted_on] = 0;
   }
+  /// Places `pod` on `slot` in the what-if.
+  void Place(const core::PodState& pod, core::NodeSlot slot) {
+    whatif_.Place(pod, slot);
+    if (slot < known_.size()) known_[slot] = 0;
+  }
+  WhatIf& whatif() { return whatif_; }
 
  private:
-  const core::ClusterState& state_;
+  WhatIf& whatif_;
   std::vector<char> known_;
   std::vector<core::ResourceVector> free_;
 };
@@ -116,7 +133,7 @@ class Search {
       const int64_t need = static_cast<int64_t>(g.members.size());
       for (core::NodeSlot n : nodes) {
         if (!g.eligible[n]) continue;
-        cap += std::min<int64_t>(CountFits(room_.Free(n), g.shape->request), need);
+        cap += std::min<int64_t>(g.Fits(n, room_.Free(n)), need);
         if (cap >= need) break;
       }
       if (cap < need) return std::nullopt;
@@ -130,7 +147,7 @@ class Search {
         order.emplace_back(n, 0);
         continue;
       }
-      const int64_t k = CountFits(room_.Free(n), groups_[0].shape->request);
+      const int64_t k = groups_[0].Fits(n, room_.Free(n));
       order.emplace_back(n, k);
       if (leaf_depth > 0) leaf_cap[topo_.DomainOf(n, leaf_depth)] += k;
     }
@@ -159,7 +176,7 @@ class Search {
       for (const auto& [n, k0] : order) {
         if (next == g.members.size()) break;
         if (!g.eligible[n]) continue;
-        const int64_t k = CountFits(free_of(n), g.shape->request);
+        const int64_t k = g.Fits(n, free_of(n));
         const int64_t take = std::min<int64_t>(k, static_cast<int64_t>(g.members.size() - next));
         for (int64_t i = 0; i < take; ++i) {
           fit.placements.push_back({g.members[next++], n});
@@ -169,7 +186,7 @@ class Search {
       if (next < g.members.size()) return std::nullopt;
     }
     for (const auto& [n, k] : order) {
-      if (groups_[0].eligible[n]) fit.surplus += CountFits(free_of(n), groups_[0].shape->request);
+      if (groups_[0].eligible[n]) fit.surplus += groups_[0].Fits(n, free_of(n));
     }
     return fit;
   }
@@ -234,7 +251,7 @@ class Search {
         if (left == 0 || !g.eligible[n]) return;
         core::ResourceVector f = room_.Free(n);
         if (auto it = used.find(n); it != used.end()) f.Sub(it->second);
-        const int64_t take = std::min(left, CountFits(f, g.shape->request));
+        const int64_t take = std::min(left, g.Fits(n, f));
         for (int64_t i = 0; i < take; ++i) used[n].Add(g.shape->request);
         left -= take;
         total += take;
@@ -311,6 +328,55 @@ std::vector<Group> MakeGroups(const core::ClusterState& state,
   return groups;
 }
 
+// The plan the search finds, accepted only when the what-if's filter chain takes every member on
+// its planned node with the members before it placed (the chain is the judge; the search's
+// arithmetic only prunes). A refusal caps that node for that shape and the search runs again;
+// every refusal lowers a cap, so this ends.
+std::optional<GangPlan> RunVerified(const core::ClusterState& state, const Topology& topo,
+                                    std::vector<Group>& groups, Room& room,
+                                    const std::vector<core::NodeSlot>& placed_nodes,
+                                    std::optional<int> max_hops) {
+  while (true) {
+    Search search(state, topo, groups, room, placed_nodes);
+    std::optional<GangPlan> plan = search.Run(max_hops);
+    if (!plan) return std::nullopt;
+    WhatIf& whatif = room.whatif();
+    const size_t mark = whatif.Mark();
+    std::map<std::pair<size_t, core::NodeSlot>, int64_t> placed;
+    bool holds = true;
+    for (const GangPlacement& pl : plan->placements) {
+      size_t gi = 0;
+      while (gi < groups.size() && std::find(groups[gi].members.begin(), groups[gi].members.end(),
+                                             pl.member) == groups[gi].members.end()) {
+        ++gi;
+      }
+      if (!whatif.Check(pl.member->pod, state.node(pl.node)).ok()) {
+        Group& g = groups[gi];
+        if (g.cap.size() <= pl.node) g.cap.resize(std::max<size_t>(g.eligible.size(), pl.node + 1), -1);
+        g.cap[pl.node] = placed[{gi, pl.node}];
+        holds = false;
+        break;
+      }
+      whatif.Place(*pl.member, pl.node);
+      ++placed[{gi, pl.node}];
+    }
+    whatif.Rollback(mark);
+    if (holds) return plan;
+  }
+}
+
+// Whether every placement of `plan` passes the filter chain once `victims` are evicted.
+bool PlanHolds(const core::ClusterState& state, absl::Time now, const Pipeline* pipeline,
+               const GangPlan& plan, const std::vector<const core::PodState*>& victims) {
+  WhatIf whatif(state, now, pipeline);
+  for (const core::PodState* v : victims) whatif.Evict(*v);
+  for (const GangPlacement& pl : plan.placements) {
+    if (!whatif.Check(pl.member->pod, state.node(pl.node)).ok()) return false;
+    whatif.Place(*pl.member, pl.node);
+  }
+  return true;
+}
+
 bool Managed(const core::PodState& p, std::string_view scheduler_name) {
   return p.pod.scheduler_name == scheduler_name;
 }
@@ -325,6 +391,13 @@ NodeVerdict Waiting(Reason reason, std::string message, std::string detail = {})
 std::string FormatFulfillment(double f) { return absl::StrFormat("%.2f", f); }
 
 }  // namespace
+
+std::optional<int> ElasticSlack(const core::ClusterState& state, const core::Pod& pod) {
+  const auto key = GangOf(pod);
+  if (!key) return std::nullopt;
+  const GangView g = ViewGang(state, key->first, key->second, GangConfig{});
+  return std::max(0, g.placed() - g.min_member);
+}
 
 std::vector<core::NodeSlot> PlacedNodes(const core::ClusterState& state, const GangView& gang,
                                         const core::PodState* skip) {
@@ -439,7 +512,8 @@ GangOutcome GangPlanner::PlanAdmission(const CycleContext& ctx, const GangView& 
   std::vector<Group> groups = MakeGroups(state, to_place, eligible);
   std::shared_ptr<const Topology> topo = topology(state);
   const std::vector<core::NodeSlot> placed_nodes = PlacedNodes(state, gang);
-  Room room(state);
+  WhatIf whatif(state, ctx.now, ctx.pipeline);
+  Room room(whatif);
   if (gang.group != nullptr && !gang.group->min_resources.IsZero()) {
     core::ResourceVector free;
     state.ForEachNode([&](core::NodeSlot s, const core::NodeState&) { free.Add(room.Free(s)); });
@@ -458,13 +532,11 @@ GangOutcome GangPlanner::PlanAdmission(const CycleContext& ctx, const GangView& 
       return out;
     }
   }
-  {
-    Search search(state, *topo, groups, room, placed_nodes);
-    if (std::optional<GangPlan> plan = search.Run(gang.max_hops)) {
-      out.placeable = gang.min_member;
-      out.plan = std::move(plan);
-      return out;
-    }
+  if (std::optional<GangPlan> plan =
+          RunVerified(state, *topo, groups, room, placed_nodes, gang.max_hops)) {
+    out.placeable = gang.min_member;
+    out.plan = std::move(plan);
+    return out;
   }
   // Take capacity back from elastic members of other gangs: the most fulfilled gang first,
   // never below its minimum, never a frozen gang, never higher priority than this pod.
@@ -508,9 +580,9 @@ GangOutcome GangPlanner::PlanAdmission(const CycleContext& ctx, const GangView& 
     if (pick == nullptr) break;
     const core::PodState* v = pick->members[pick->taken++];
     victims.push_back(v);
-    room.Mutable(v->counted_on).Add(v->pod.request);
-    Search search(state, *topo, groups, room, placed_nodes);
-    if (std::optional<GangPlan> plan = search.Run(gang.max_hops)) {
+    room.Evict(*v);
+    if (std::optional<GangPlan> plan =
+            RunVerified(state, *topo, groups, room, placed_nodes, gang.max_hops)) {
       // Spare the victims on nodes the plan does not use.
       for (const core::PodState* p : victims) {
         const bool used = std::any_of(plan->placements.begin(), plan->placements.end(),
@@ -522,8 +594,44 @@ GangOutcome GangPlanner::PlanAdmission(const CycleContext& ctx, const GangView& 
       return out;
     }
   }
+  // Reclaim the gang's pool (pools x gangs): what the reclaim modules would let go for its
+  // members, on every node at once, evicted in the what-if; a plan then takes all its members'
+  // room at once, and only the victims it needs go (most valuable spared first).
+  if (ctx.pipeline != nullptr) {
+    const CycleContext rctx{.state = state, .pod = to_place.front()->pod, .now = ctx.now,
+                            .explain = false};
+    std::vector<const core::PodState*> taken;
+    state.ForEachNode([&](core::NodeSlot, const core::NodeState& n) {
+      for (const core::PodState* v : ctx.pipeline->ReclaimCandidates(rctx, n)) {
+        if (whatif.Evicted(v->pod.uid.view())) continue;
+        taken.push_back(v);
+        room.Evict(*v);
+      }
+    });
+    if (!taken.empty()) {
+      if (std::optional<GangPlan> plan =
+              RunVerified(state, *topo, groups, room, placed_nodes, gang.max_hops)) {
+        std::vector<const core::PodState*> all = victims;
+        for (const core::PodState* v : taken) {
+          const bool used = std::any_of(plan->placements.begin(), plan->placements.end(),
+                                        [&](const GangPlacement& gp) { return gp.node == v->counted_on; });
+          if (used) all.push_back(v);
+        }
+        for (size_t i = all.size(); i-- > 0;) {
+          std::vector<const core::PodState*> without = all;
+          without.erase(without.begin() + static_cast<std::ptrdiff_t>(i));
+          if (PlanHolds(state, ctx.now, ctx.pipeline, *plan, without)) all = std::move(without);
+        }
+        plan->victims = std::move(all);
+        out.placeable = gang.min_member;
+        out.plan = std::move(plan);
+        return out;
+      }
+    }
+  }
   // No plan. Say why: the hop limit, or how many members fit.
-  Room plain(state);
+  WhatIf as_is(state, ctx.now, ctx.pipeline);
+  Room plain(as_is);
   Search count(state, *topo, groups, plain, placed_nodes);
   const int64_t placeable = count.CountPlaceable();
   out.placeable = gang.placed() + static_cast<int>(placeable);
@@ -544,8 +652,8 @@ GangOutcome GangPlanner::PlanAdmission(const CycleContext& ctx, const GangView& 
 }
 
 std::vector<GangPlacement> GangPlanner::PlanElastic(const core::ClusterState& state,
-                                                    absl::Time now,
-                                                    const EligibleFn& eligible) const {
+                                                    absl::Time now, const EligibleFn& eligible,
+                                                    const Pipeline* pipeline) const {
   struct Active {
     GangView view;
     std::vector<core::NodeSlot> nodes;  // where its members are (and go in this pass)
@@ -564,7 +672,10 @@ std::vector<GangPlacement> GangPlanner::PlanElastic(const core::ClusterState& st
   std::vector<GangPlacement> out;
   if (gangs.empty()) return out;
   std::shared_ptr<const Topology> topo = topology(state);
-  Room room(state);
+  // Elastic members take free room only: the what-if counts room held for reclaims and for
+  // other gangs as taken (it is reserved in the model), and never evicts.
+  WhatIf whatif(state, now, pipeline);
+  Room room(whatif);
   std::vector<bool> done(gangs.size(), false);
   while (true) {
     int pick = -1;
@@ -585,8 +696,9 @@ std::vector<GangPlacement> GangPlanner::PlanElastic(const core::ClusterState& st
     const core::PodState* member = a.view.pending[a.next];
     NearestNode pick_node(*topo, a.nodes, a.view.max_hops);
     state.ForEachNode([&](core::NodeSlot s, const core::NodeState& n) {
-      pick_node.Offer(s, CountFits(room.Free(s), member->pod.request),
-                      [&] { return eligible(member->pod, n); });
+      pick_node.Offer(s, CountFits(room.Free(s), member->pod.request), [&] {
+        return eligible(member->pod, n) && whatif.Check(member->pod, n).ok();
+      });
     });
     const core::NodeSlot chosen = pick_node.chosen();
     if (chosen == core::kNoNode) {
@@ -594,7 +706,7 @@ std::vector<GangPlacement> GangPlanner::PlanElastic(const core::ClusterState& st
       continue;
     }
     out.push_back({member, chosen});
-    room.Mutable(chosen).Sub(member->pod.request);
+    room.Place(*member, chosen);
     a.nodes.push_back(chosen);
     ++a.next;
     ++a.added;
@@ -606,16 +718,20 @@ std::optional<core::NodeSlot> GangPlanner::ReplanMember(const core::ClusterState
                                                         const GangView& gang,
                                                         const core::PodState& member,
                                                         const std::vector<core::NodeSlot>& allowed,
-                                                        const EligibleFn& eligible) const {
+                                                        const EligibleFn& eligible,
+                                                        absl::Time now,
+                                                        const Pipeline* pipeline) const {
   std::shared_ptr<const Topology> topo = topology(state);
   std::vector<core::NodeSlot> with = PlacedNodes(state, gang, &member);
   const core::Reservation* own = state.FindReservation(member.pod.uid.view());
   NearestNode pick(*topo, std::move(with), gang.max_hops);
+  const WhatIf whatif(state, now, pipeline);
   for (core::NodeSlot s : allowed) {
     core::ResourceVector free = state.node(s).Free();
     if (own != nullptr && own->node == s) free.Add(own->request);
-    pick.Offer(s, CountFits(free, member.pod.request),
-               [&] { return eligible(member.pod, state.node(s)); });
+    pick.Offer(s, CountFits(free, member.pod.request), [&] {
+      return eligible(member.pod, state.node(s)) && whatif.Check(member.pod, state.node(s)).ok();
+    });
   }
   const core::NodeSlot chosen = pick.chosen();
   if (chosen == core::kNoNode) return std::nullopt;

@@ -16,6 +16,8 @@
 
 namespace berth::policy {
 
+class Pipeline;
+
 /// Annotation on a gang's pods: the most network hops allowed between any two members.
 inline constexpr std::string_view kMaxHopsKey = "berth.io/max-hops";
 /// Annotation on a PodGroup (or its pods): the gang's freezing window ("90s", "5m").
@@ -114,15 +116,20 @@ class GangPlanner {
 
   /// Places elastic members (beyond minMember) of admitted, unfrozen gangs while room allows,
   /// one at a time to the least fulfilled gang (seed 002), each near its gang's members.
+  /// Every node it picks passes the filter chain of `pipeline` in a what-if with the members
+  /// placed before it (resources and placement only without a pipeline).
   std::vector<GangPlacement> PlanElastic(const core::ClusterState& state, absl::Time now,
-                                         const EligibleFn& eligible) const;
+                                         const EligibleFn& eligible,
+                                         const Pipeline* pipeline = nullptr) const;
 
   /// A new node for one member whose reserved node kube-scheduler no longer offers: among
   /// `allowed` (candidate names), the one fewest hops from the gang's other members that fits.
   std::optional<core::NodeSlot> ReplanMember(const core::ClusterState& state,
                                              const GangView& gang, const core::PodState& member,
                                              const std::vector<core::NodeSlot>& allowed,
-                                             const EligibleFn& eligible) const;
+                                             const EligibleFn& eligible,
+                                             absl::Time now = absl::InfinitePast(),
+                                             const Pipeline* pipeline = nullptr) const;
 
   /// The verdict for a gang member that is not placed: why it waits. Plans (without reserving)
   /// when that is what the reason needs ("5 of 8 members placeable").
@@ -140,6 +147,9 @@ class GangPlanner {
   TopologyCache topology_;
 };
 
+/// How many members of the pod's gang may leave without taking it below its minimum (its
+/// placed elastic members), or nullopt for a pod of no gang.
+std::optional<int> ElasticSlack(const core::ClusterState& state, const core::Pod& pod);
 /// The gang of a pod as (namespace, name), or nullopt.
 std::optional<std::pair<std::string_view, std::string_view>> GangOf(const core::Pod& pod);
 

@@ -73,12 +73,13 @@ struct Reserve {
   bool is_short = false;  ///< want > free - reserved
 };
 
-Reserve CheckReserve(const core::Pod& pod, const core::NodeState& node, core::ResourceId id,
+Reserve CheckReserve(const CycleContext& ctx, const core::NodeState& node, core::ResourceId id,
                      int64_t per_gpu, int64_t free_gpus) {
+  const core::Pod& pod = ctx.pod;
   Reserve r;
   r.want = pod.request.Get(id);
   if (r.want <= 0 || per_gpu <= 0) return r;
-  r.free = node.FreeOf(id);
+  r.free = ctx.FreeOf(node, id);
   r.reserved = core::SaturatingMul(free_gpus, per_gpu);
   r.is_short = r.want > core::SaturatingSub(r.free, r.reserved);
   return r;
@@ -98,10 +99,10 @@ void AppendReserveDetail(std::string* out, const core::ResourceNames& names, cor
 NodeVerdict GpuReserveFilter::Filter(const CycleContext& ctx, const core::NodeState& node) const {
   if (RequestsGpu(ctx.pod) || !HasGpus(node)) return NodeVerdict::Ok();
   const int64_t alloc_gpus = node.node.allocatable.Get(core::kNvidiaGpu);
-  const int64_t free_gpus = node.FreeOf(core::kNvidiaGpu);
+  const int64_t free_gpus = ctx.FreeOf(node, core::kNvidiaGpu);
   if (free_gpus <= 0) return NodeVerdict::Ok();
-  const Reserve cpu = CheckReserve(ctx.pod, node, core::kCpu, cpu_per_gpu_milli_, free_gpus);
-  const Reserve memory = CheckReserve(ctx.pod, node, core::kMemory, memory_per_gpu_, free_gpus);
+  const Reserve cpu = CheckReserve(ctx, node, core::kCpu, cpu_per_gpu_milli_, free_gpus);
+  const Reserve memory = CheckReserve(ctx, node, core::kMemory, memory_per_gpu_, free_gpus);
   if (!cpu.is_short && !memory.is_short) return NodeVerdict::Ok();
   NodeVerdict v{.fit = Fit::kUnschedulable,
                 .reason = Reason::kGpuReserved,

@@ -8,6 +8,7 @@
 #include "core/placement.h"
 #include "core/strings.h"
 #include "policy/fit/resource_fit.h"
+#include "policy/gang/gang.h"
 
 namespace berth::policy {
 
@@ -156,13 +157,15 @@ struct LenderRank {
 
 }  // namespace
 
-bool PoolHasRoom(const core::ClusterState& state, const core::Pod& pod, const PoolMap::Entry& pool) {
+bool PoolHasRoom(const core::ClusterState& state, const core::Pod& pod, const PoolMap::Entry& pool,
+                 const WhatIf* whatif) {
   for (core::NodeSlot slot : pool.nodes) {
     const core::NodeState& n = state.node(slot);
     // Room on a node kube-scheduler would not give the pod (taints, cordon, node affinity) is
     // no room for it.
     if (!core::PlacementAllows(pod, n.node)) continue;
-    if (CheckFit(state.resources(), pod.request, n, state.OwnReservation(pod.uid, n), false).ok()) {
+    if (CheckFit(state.resources(), pod.request, n, state.OwnReservation(pod.uid, n), false, whatif)
+            .ok()) {
       return true;
     }
   }
@@ -180,13 +183,15 @@ PoolsFilter::Plan::Borrowing PoolsFilter::DecideBorrowing(const CycleContext& ct
                                                           const Plan& plan) const {
   Plan::Borrowing b;
   const PoolMap& map = *plan.map;
-  b.home_has_room = PoolHasRoom(ctx.state, ctx.pod, map.pool(*plan.home));
+  b.home_has_room = PoolHasRoom(ctx.state, ctx.pod, map.pool(*plan.home), ctx.whatif);
   if (b.home_has_room) return b;
   // Preempt first, then borrow (seed 004): room held for the pod, or that evicting in its home
   // pool would make, keeps it home.
   if (const core::Reservation* r = ctx.state.FindReservation(ctx.pod.uid);
       (r != nullptr && map.PoolOf(r->node) == *plan.home) ||
-      (!ctx.reclaim_blocked && FindPoolReclaim(ctx.state, map, ctx.pod, scheduler_name_))) {
+      (!ctx.reclaim_blocked &&
+       FindPoolReclaim(ctx.whatif != nullptr ? *ctx.whatif : WhatIf(ctx.state, ctx.now, ctx.pipeline),
+                       map, ctx.pod, scheduler_name_))) {
     b.reclaiming = true;
     return b;
   }
@@ -195,11 +200,13 @@ PoolsFilter::Plan::Borrowing PoolsFilter::DecideBorrowing(const CycleContext& ct
   std::optional<LenderRank> best;
   for (PoolId id = 0; id < map.pools().size(); ++id) {
     const PoolMap::Entry& p = map.pool(id);
-    if (id == *plan.home || p.disable_sharing || !PoolHasRoom(ctx.state, ctx.pod, p)) continue;
+    if (id == *plan.home || p.disable_sharing || !PoolHasRoom(ctx.state, ctx.pod, p, ctx.whatif)) {
+      continue;
+    }
     LenderRank rank;
     for (core::NodeSlot slot : p.nodes) {
       const core::NodeState& n = ctx.state.node(slot);
-      const core::ResourceVector free = n.Free();
+      const core::ResourceVector free = ctx.Free(n);
       if (wants_gpu) rank.gpu += std::max<int64_t>(free.Get(core::kNvidiaGpu), 0);
       rank.cpu += std::max<int64_t>(free.Get(core::kCpu), 0);
       rank.memory += std::max<int64_t>(free.Get(core::kMemory), 0);
@@ -308,12 +315,12 @@ bool PoolsPreempt::Review(const CycleContext& ctx, const core::NodeState& node,
       return a->pod.priority != b->pod.priority ? a->pod.priority < b->pod.priority
                                                 : a->pod.request.Get(core::kCpu) > b->pod.request.Get(core::kCpu);
     });
-    core::ResourceVector freed;
+    WhatIf whatif(ctx.state, ctx.now, ctx.pipeline);
     std::vector<Victim> chosen;
     for (const core::PodState* b : borrowers) {
-      freed.Add(b->pod.request);
+      whatif.Evict(*b);
       chosen.push_back(Victim{.uid = b->pod.uid.str(), .priority = b->pod.priority, .known = b});
-      if (CheckFit(*names_, ctx.pod.request, node, &freed, false).ok()) {
+      if (whatif.Check(ctx.pod, node).ok()) {
         proposal->victims = std::move(chosen);
         return true;
       }
@@ -345,27 +352,35 @@ struct VictimRank {
   }
 };
 
-/// The victims on one node, cheapest first, or nullopt when evicting all it may does not make room.
-std::optional<PoolReclaim> ReclaimOnNode(const core::ClusterState& state, const PoolMap& map,
-                                         PoolId home, const core::Pod& pod,
-                                         const core::NodeState& node,
-                                         std::string_view scheduler_name) {
+}  // namespace
+
+std::vector<const core::PodState*> ReclaimCandidates(const core::ClusterState& state,
+                                                     const PoolMap& map, const core::Pod& pod,
+                                                     const core::NodeState& node,
+                                                     std::string_view scheduler_name,
+                                                     std::vector<const core::PodState*>* leaving) {
+  std::vector<const core::PodState*> out;
+  const std::optional<PoolId> home = map.Find(HomePoolName(pod));
   // Never a cordoned node (even for a pod that tolerates the cordon), nor one kube-scheduler
   // would not give the pod (taints, node affinity): evicting there makes no room for it.
-  if (node.node.unschedulable || !core::PlacementAllows(pod, node.node)) return std::nullopt;
-  const bool may_preempt = !map.pool(home).disable_preemption;
-  core::ResourceVector leaving;  // terminating pods: their room frees without an eviction
-  std::vector<std::pair<VictimRank, const core::PodState*>> candidates;
-  // Pods an earlier reclaim evicted are leaving too, even before the watch says so; the room
-  // they free is already held for that reclaim's pod (counted in node.reserved).
+  if (!home || map.PoolOf(node.slot) != *home || node.node.unschedulable ||
+      !core::PlacementAllows(pod, node.node)) {
+    return out;
+  }
+  const bool may_preempt = !map.pool(*home).disable_preemption;
+  // Pods an earlier reclaim evicted are leaving too, even before the watch says so.
   absl::flat_hash_set<std::string> evicted;
   state.ForEachReservation([&](std::string_view, const core::Reservation& r) {
     if (r.node == node.slot) evicted.insert(r.evicted.begin(), r.evicted.end());
   });
+  std::vector<std::pair<VictimRank, const core::PodState*>> candidates;
+  // Members of a gang may go only down to its minimum (elastic members); the rest of a gang is
+  // never a reclaim victim (docs/decisions.md, "elastic x reclaim").
+  std::vector<std::pair<std::string, int>> slack;
   for (core::PodSlot slot : node.pods) {
     const core::PodState& p = state.pod(slot);
     if (p.pod.terminating || (!evicted.empty() && evicted.contains(p.pod.Key()))) {
-      leaving.Add(p.pod.request);
+      if (leaving != nullptr) leaving->push_back(&p);
       continue;
     }
     if (p.pod.scheduler_name != scheduler_name || p.pod.priority >= kProductionPriority ||
@@ -373,31 +388,59 @@ std::optional<PoolReclaim> ReclaimOnNode(const core::ClusterState& state, const 
       continue;
     }
     const std::optional<PoolId> victim_home = map.Find(HomePoolName(p.pod));
-    const bool in_pool = victim_home && *victim_home == home;
+    const bool in_pool = victim_home && *victim_home == *home;
     if (in_pool && (!may_preempt || p.pod.priority >= pod.priority)) continue;
     candidates.push_back({VictimRank{in_pool, p.pod.priority, p.pod.creation}, &p});
   }
-  const core::ResourceNames& names = state.resources();
-  core::ResourceVector freed = leaving;
-  for (const auto& [rank, p] : candidates) freed.Add(p->pod.request);
-  if (!CheckFit(names, pod.request, node, &freed, false).ok()) return std::nullopt;
   std::stable_sort(candidates.begin(), candidates.end(),
                    [](const auto& a, const auto& b) { return a.first < b.first; });
-  // Spare what is not needed, most valuable first (kube-scheduler's reprieve).
-  std::vector<bool> spared(candidates.size(), false);
-  for (size_t i = candidates.size(); i-- > 0;) {
-    core::ResourceVector without = freed;
-    without.Sub(candidates[i].second->pod.request);
-    if (CheckFit(names, pod.request, node, &without, false).ok()) {
-      freed = std::move(without);
-      spared[i] = true;
+  for (const auto& [rank, p] : candidates) {
+    if (const std::optional<int> left = ElasticSlack(state, p->pod)) {
+      const std::string gang = std::string(core::GangNameOf(p->pod));
+      auto it = std::find_if(slack.begin(), slack.end(), [&](const auto& e) { return e.first == gang; });
+      if (it == slack.end()) it = slack.insert(slack.end(), {gang, *left});
+      if (it->second <= 0) continue;
+      --it->second;
     }
+    out.push_back(p);
+  }
+  return out;
+}
+
+namespace {
+
+/// The victims on one node, cheapest first, or nullopt when evicting all it may does not make
+/// room: every step is asked of the what-if, so the pod must pass every filter with that room.
+std::optional<PoolReclaim> ReclaimOnNode(const WhatIf& base, const PoolMap& map, PoolId home,
+                                         const core::Pod& pod, const core::NodeState& node,
+                                         std::string_view scheduler_name) {
+  const core::ClusterState& state = base.state();
+  std::vector<const core::PodState*> leaving;
+  const std::vector<const core::PodState*> candidates =
+      ReclaimCandidates(state, map, pod, node, scheduler_name, &leaving);
+  WhatIf whatif = base;
+  for (const core::PodState* p : leaving) whatif.Evict(*p);
+  const size_t mark = whatif.Mark();
+  auto fits_without = [&](const std::vector<bool>& spared) {
+    whatif.Rollback(mark);
+    for (size_t i = 0; i < candidates.size(); ++i) {
+      if (!spared[i]) whatif.Evict(*candidates[i]);
+    }
+    return whatif.Check(pod, node).ok();
+  };
+  std::vector<bool> spared(candidates.size(), false);
+  if (!fits_without(spared)) return std::nullopt;
+  // Spare what is not needed, most valuable first (kube-scheduler's reprieve).
+  for (size_t i = candidates.size(); i-- > 0;) {
+    spared[i] = true;
+    if (!fits_without(spared)) spared[i] = false;
   }
   PoolReclaim r{.pool = home, .node = node.slot};
   for (size_t i = 0; i < candidates.size(); ++i) {
     if (spared[i]) continue;
-    r.victims.push_back(candidates[i].second);
-    if (candidates[i].first.in_pool) ++r.in_pool_victims;
+    r.victims.push_back(candidates[i]);
+    const std::optional<PoolId> h = map.Find(HomePoolName(candidates[i]->pod));
+    if (h && *h == home) ++r.in_pool_victims;
   }
   return r;
 }
@@ -428,17 +471,18 @@ bool BetterReclaim(const PoolReclaim& a, const PoolReclaim& b, const PoolMap& ma
 
 }  // namespace
 
-std::optional<PoolReclaim> FindPoolReclaim(const core::ClusterState& state, const PoolMap& map,
+std::optional<PoolReclaim> FindPoolReclaim(const WhatIf& whatif, const PoolMap& map,
                                            const core::Pod& pod, std::string_view scheduler_name) {
   if (pod.scheduler_name != scheduler_name || !pod.node_name.empty() || pod.terminating) {
     return std::nullopt;
   }
+  const core::ClusterState& state = whatif.state();
   const std::optional<PoolId> home = map.Find(HomePoolName(pod));
-  if (!home || PoolHasRoom(state, pod, map.pool(*home))) return std::nullopt;
+  if (!home || PoolHasRoom(state, pod, map.pool(*home), &whatif)) return std::nullopt;
   std::optional<PoolReclaim> best;
   for (core::NodeSlot slot : map.pool(*home).nodes) {
     std::optional<PoolReclaim> r =
-        ReclaimOnNode(state, map, *home, pod, state.node(slot), scheduler_name);
+        ReclaimOnNode(whatif, map, *home, pod, state.node(slot), scheduler_name);
     if (r && (!best || BetterReclaim(*r, *best, map))) best = std::move(r);
   }
   return best;
@@ -446,11 +490,18 @@ std::optional<PoolReclaim> FindPoolReclaim(const core::ClusterState& state, cons
 
 std::optional<ReclaimPlan> PoolsReclaim::Plan(const CycleContext& ctx) const {
   const std::shared_ptr<const PoolMap> map = cache_.Get(ctx.state);
-  std::optional<PoolReclaim> r = FindPoolReclaim(ctx.state, *map, ctx.pod, scheduler_name_);
+  const WhatIf whatif(ctx.state, ctx.now, ctx.pipeline);
+  std::optional<PoolReclaim> r = FindPoolReclaim(whatif, *map, ctx.pod, scheduler_name_);
   if (!r) return std::nullopt;
   return ReclaimPlan{.node = ctx.state.node(r->node).node.name,
                      .victims = std::move(r->victims),
                      .purpose = StrCat("reclaim in pool ", map->pool(r->pool).name)};
+}
+
+std::vector<const core::PodState*> PoolsReclaim::Candidates(const CycleContext& ctx,
+                                                            const core::NodeState& node) const {
+  const std::shared_ptr<const PoolMap> map = cache_.Get(ctx.state);
+  return ReclaimCandidates(ctx.state, *map, ctx.pod, node, scheduler_name_, nullptr);
 }
 
 NodeVerdict ReclaimInProgressVerdict(const core::ClusterState& state,

@@ -152,7 +152,9 @@ class PoolsFilter final : public FilterPolicyInterface {
 };
 
 /// Whether some node of `pool` takes the pod now (room held for the pod counts as its own).
-bool PoolHasRoom(const core::ClusterState& state, const core::Pod& pod, const PoolMap::Entry& pool);
+/// `whatif`, when given, supplies the free room (tentative placements and evictions counted).
+bool PoolHasRoom(const core::ClusterState& state, const core::Pod& pod, const PoolMap::Entry& pool,
+                 const WhatIf* whatif = nullptr);
 
 /// Where and whom to evict so that `pod` fits in its home pool (SPEC 6.1, seed 004), or nullopt.
 /// Only for berth's own unbound pods whose home pool exists and has no room. Victims are berth's
@@ -169,8 +171,21 @@ struct PoolReclaim {
   std::vector<const core::PodState*> victims;
   int in_pool_victims = 0;
 };
-std::optional<PoolReclaim> FindPoolReclaim(const core::ClusterState& state, const PoolMap& map,
+/// Every step is asked of a what-if on top of `whatif` (so every filter must accept the pod
+/// with the room the eviction makes), which the search leaves unchanged.
+std::optional<PoolReclaim> FindPoolReclaim(const WhatIf& whatif, const PoolMap& map,
                                            const core::Pod& pod, std::string_view scheduler_name);
+/// The pods pool rules allow evicting on `node` to make room for `pod` in its home pool,
+/// cheapest first: berth's pods below production priority; borrowers whatever their priority,
+/// in-pool pods of lower priority than `pod` where the pool allows preemption; members of a
+/// gang only down to its minimum (its elastic members). Empty for a node outside the home pool,
+/// a cordoned node or one the pod's placement excludes. `leaving`, if given, receives the
+/// node's pods already on their way out (terminating, or evicted by an earlier reclaim).
+std::vector<const core::PodState*> ReclaimCandidates(const core::ClusterState& state,
+                                                     const PoolMap& map, const core::Pod& pod,
+                                                     const core::NodeState& node,
+                                                     std::string_view scheduler_name,
+                                                     std::vector<const core::PodState*>* leaving);
 
 /// Reclaim module "pools": carries out FindPoolReclaim for a pod that no candidate takes. The
 /// filter module "pools" keeps such a pod out of other pools meanwhile (preempt first, then
@@ -180,6 +195,8 @@ class PoolsReclaim final : public ReclaimPolicyInterface {
   explicit PoolsReclaim(std::string scheduler_name) : scheduler_name_(std::move(scheduler_name)) {}
   std::string_view Name() const override { return "pools"; }
   std::optional<ReclaimPlan> Plan(const CycleContext& ctx) const override;
+  std::vector<const core::PodState*> Candidates(const CycleContext& ctx,
+                                                const core::NodeState& node) const override;
 
  private:
   std::string scheduler_name_;

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <limits>
 #include <queue>
+#include <tuple>
 #include <utility>
 
 #include "absl/strings/str_format.h"
@@ -12,6 +13,7 @@
 #include "core/strings.h"
 #include "policy/fit/resource_fit.h"
 #include "policy/gang/gang.h"
+#include "policy/pipeline.h"
 #include "policy/pools/pools.h"
 
 namespace berth::policy {
@@ -165,7 +167,9 @@ bool Dominates(const core::ResourceVector& big, const core::ResourceVector& smal
 /// fits at all, and room it keeps for the head.
 class Sim {
  public:
-  explicit Sim(const core::ClusterState& state) {
+  /// \param eligible whether a pod may go on a node by every rule except room (the pipeline's
+  /// filters in planning mode: pool rules, GPU reserve, placement); empty: placement only.
+  Sim(const core::ClusterState& state, EligibleFn eligible) : eligible_(std::move(eligible)) {
     state.ForEachNode([&](core::NodeSlot slot, const core::NodeState& n) {
       if (n.node.unschedulable) return;
       index_of_slot_.emplace(slot, nodes_.size());
@@ -206,6 +210,7 @@ class Sim {
         const SimNode& n = nodes_[i];
         if (!FitsIn(req, n.free, respect_kept ? &n.kept : nullptr)) continue;
         if (p->pod.placement != nullptr && !core::PlacementAllows(p->pod, n.node->node)) continue;
+        if (eligible_ && !eligible_(p->pod, *n.node)) continue;
         at = i;
       }
       if (!at) {
@@ -234,20 +239,24 @@ class Sim {
   bool Possible(const std::vector<const core::PodState*>& start) {
     for (const core::PodState* p : start) {
       if (!p->pod.unknown_requests.empty()) return false;
+      // Pods of one request and home pool are alike here (the pool rules decide eligibility).
       const bool plain = p->pod.placement == nullptr;
+      const std::string_view pool = HomePoolName(p->pod);
       if (plain) {
-        auto known = std::find_if(possible_.begin(), possible_.end(),
-                                  [&](const auto& e) { return e.first == p->pod.request; });
+        auto known = std::find_if(possible_.begin(), possible_.end(), [&](const auto& e) {
+          return std::get<0>(e) == p->pod.request && std::get<1>(e) == pool;
+        });
         if (known != possible_.end()) {
-          if (!known->second) return false;
+          if (!std::get<2>(*known)) return false;
           continue;
         }
       }
       const bool some = std::any_of(nodes_.begin(), nodes_.end(), [&](const SimNode& n) {
         return FitsIn(p->pod.request, n.node->node.allocatable, nullptr) &&
-               (plain || core::PlacementAllows(p->pod, n.node->node));
+               (plain || core::PlacementAllows(p->pod, n.node->node)) &&
+               (!eligible_ || eligible_(p->pod, *n.node));
       });
-      if (plain && possible_.size() < 64) possible_.emplace_back(p->pod.request, some);
+      if (plain && possible_.size() < 64) possible_.emplace_back(p->pod.request, std::string(pool), some);
       if (!some) return false;
     }
     return true;
@@ -263,6 +272,9 @@ class Sim {
       for (size_t i = 0; i < nodes_.size(); ++i) {
         const SimNode& n = nodes_[i];
         if (p->pod.placement != nullptr && !core::PlacementAllows(p->pod, n.node->node)) continue;
+        // Room is kept only where the job may run by pool rules: a job that could run here only
+        // by borrowing keeps no room against the pool's own pods (docs/decisions.md).
+        if (eligible_ && !eligible_(p->pod, *n.node)) continue;
         const double shortfall = MissingFraction(
             req, [&](core::ResourceId id) { return n.free.Get(id) - n.kept.Get(id); });
         if (shortfall < best_short) {
@@ -303,6 +315,7 @@ class Sim {
     return v;
   }
 
+  EligibleFn eligible_;
   struct SimNode {
     const core::NodeState* node;
     core::ResourceVector free;
@@ -314,7 +327,7 @@ class Sim {
   core::ResourceVector total_kept_;
   absl::flat_hash_map<uint64_t, size_t> cursors_;
   /// Whether a request without placement constraints fits some node's allocatable.
-  std::vector<std::pair<core::ResourceVector, bool>> possible_;
+  std::vector<std::tuple<core::ResourceVector, std::string, bool>> possible_;
   /// Requests of single pods without placement constraints that found no node (free room
   /// only shrinks while a plan admits, so whatever asks at least as much fails too).
   std::vector<core::ResourceVector> failed_[2];
@@ -360,6 +373,23 @@ std::shared_ptr<const AdmissionPlan> FairShare::PlanFor(const core::ClusterState
     return last_;
   }
   return MakeTimed(state, now);
+}
+
+std::shared_ptr<const AdmissionPlan> FairShare::Published(const core::ClusterState& state,
+                                                          absl::Time now) {
+  absl::MutexLock lock(&mu_);
+  if (last_ != nullptr && last_->generation == state.generation() && last_->time <= now &&
+      now - last_->time < config_.plan_reuse) {
+    return last_;
+  }
+  // No plan of this state yet: one made on copies of the book and not kept, so that reading
+  // changes nothing (the next verb or tick makes and keeps its own).
+  const auto flows = flows_;
+  const auto charges = charges_;
+  std::shared_ptr<const AdmissionPlan> plan = Make(state, now);
+  flows_ = flows;
+  charges_ = charges;
+  return plan;
 }
 
 std::shared_ptr<const AdmissionPlan> FairShare::Replan(const core::ClusterState& state,
@@ -611,7 +641,21 @@ std::shared_ptr<const AdmissionPlan> FairShare::Make(const core::ClusterState& s
 
   // Progressive filling: repeatedly take, over the queues with waiting jobs, the head job
   // whose admission leaves its queue with the smallest flow per weight.
-  Sim sim(state);
+  Sim sim(state, pipeline_ != nullptr ? pipeline_->Eligibility(state, now) : EligibleFn());
+  int reclaim_checks = 0;
+  // Whether a job that does not fit could start by reclaiming its home pool (evicting borrowers,
+  // or lower-priority pods where its pool allows preemption): asked of the reclaim modules'
+  // what-if, for single pods of named pools, at most kMaxReclaimChecks per plan.
+  auto may_reclaim = [&](const Draft& d) {
+    if (pipeline_ == nullptr || d.job.gang || d.start.size() != 1 ||
+        HomePoolName(d.start[0]->pod) == kDefaultPool || reclaim_checks >= kMaxReclaimChecks) {
+      return false;
+    }
+    ++reclaim_checks;
+    const CycleContext ctx{.state = state, .pod = d.start[0]->pod, .now = now, .explain = false,
+                           .planning = true};
+    return pipeline_->PlanReclaim(ctx).has_value();
+  };
   std::vector<double> flow(queues.size());
   std::vector<double> nonpre(queues.size());
   std::vector<size_t> next(queues.size(), 0);
@@ -696,6 +740,12 @@ std::shared_ptr<const AdmissionPlan> FairShare::Make(const core::ClusterState& s
       j.why = StrCat("no node could ever take ", Needs(state, j));
       return;
     }
+    if (may_reclaim(d)) {
+      j.state = JobState::kMayPreempt;
+      j.why = StrCat("no free room for ", Needs(state, j),
+                     "; may reclaim room in its pool from borrowers or lower-priority pods");
+      return;
+    }
     j.position = ++q.waiting_jobs;
     if (head == nullptr) {
       head = &d;
@@ -740,7 +790,7 @@ std::shared_ptr<const AdmissionPlan> FairShare::Make(const core::ClusterState& s
     const size_t hq = queue_index(head->job.queue);
     const double head_share = queues[hq].fair_share * capacity;
     if (queues[hq].planned_usage < head_share) {
-      Sim room(state);
+      Sim room(state, pipeline_ != nullptr ? pipeline_->Eligibility(state, now) : EligibleFn());
       for (const core::PodState* p : leaving) room.Release(p->counted_on, p->pod.request);
       if (!room.Find(head->start, false)) {
         std::vector<double> over(queues.size());
@@ -804,7 +854,9 @@ std::shared_ptr<const AdmissionPlan> FairShare::Make(const core::ClusterState& s
 NodeVerdict QueueAdmission::Admit(const CycleContext& ctx) const {
   if (ctx.planning || ctx.pod.scheduler_name != book_->scheduler_name()) return NodeVerdict::Ok();
   if (ctx.queue_verdict != nullptr) return *ctx.queue_verdict;
-  std::shared_ptr<const AdmissionPlan> plan = book_->PlanFor(ctx.state, ctx.now, ctx.pod.uid.view());
+  std::shared_ptr<const AdmissionPlan> plan =
+      ctx.read_only ? book_->Published(ctx.state, ctx.now)
+                    : book_->PlanFor(ctx.state, ctx.now, ctx.pod.uid.view());
   return AdmissionVerdict(*plan, ctx.state, ctx.pod);
 }
 

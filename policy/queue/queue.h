@@ -20,6 +20,10 @@
 
 namespace berth::policy {
 
+class Pipeline;
+/// Reclaim what-ifs one admission plan asks at most (the rest wait for the next plan).
+inline constexpr int kMaxReclaimChecks = 64;
+
 /// Pod label naming the pod's fair-share queue (SPEC 4); absent: queue `default`.
 inline constexpr std::string_view kQueueLabel = "berth.io/queue";
 /// Pod annotation: after this long the pod may be preempted to restore fair share.
@@ -184,11 +188,19 @@ class FairShare {
   /// a burst of new pods costs one plan per `plan_reuse`, not one each); else a new one.
   std::shared_ptr<const AdmissionPlan> PlanFor(const core::ClusterState& state, absl::Time now,
                                                std::string_view uid = {});
+  /// For readers that must not change the book (GET endpoints): the last plan when it was made
+  /// from this very state less than `plan_reuse` ago; otherwise a plan made on copies of the
+  /// book and not kept.
+  std::shared_ptr<const AdmissionPlan> Published(const core::ClusterState& state, absl::Time now);
   /// A new plan, whatever the last one was.
   std::shared_ptr<const AdmissionPlan> Replan(const core::ClusterState& state, absl::Time now);
 
   const QueueConfig& config() const { return config_; }
   const std::string& scheduler_name() const { return scheduler_name_; }
+  /// The pipeline whose rules plans ask (pool rules and GPU reserve where a job may run, and
+  /// whether it could start by reclaiming). Set once, before the first plan; the pipeline owns
+  /// this book.
+  void SetPipeline(const Pipeline* pipeline) { pipeline_ = pipeline; }
   const UsageMeter& meter() const { return meter_; }
 
  private:
@@ -200,6 +212,7 @@ class FairShare {
 
   const QueueConfig config_;
   const std::string scheduler_name_;
+  const Pipeline* pipeline_ = nullptr;
   const UsageMeter meter_;
   absl::Mutex mu_;
   struct Flow {

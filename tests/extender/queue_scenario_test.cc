@@ -150,6 +150,9 @@ TEST_CASE("queue: fair share counts queues with pods; flow decays with the half-
   AddQueue(h, MakeQueue("c").Weight(2));
   const MakePod r = Running(h, "r", "a", "4", "n-0", h.clock().Now());
   Add(h, {r, Job(h, "w", "c", "1")});
+  // The book learns usage from the plans the admission tick makes (every second in berth
+  // serve); reading /debug/queues changes nothing.
+  h.service().AdmissionTick();
   CHECK(QueueInfo(h, "a")["fairShare"].get<double>() == Approx(1.0 / 3));
   CHECK(QueueInfo(h, "b")["fairShare"].get<double>() == 0);  // no pods: no share
   CHECK(QueueInfo(h, "c")["fairShare"].get<double>() == Approx(2.0 / 3));
@@ -160,6 +163,7 @@ TEST_CASE("queue: fair share counts queues with pods; flow decays with the half-
   Later(h, absl::Minutes(10));
   CHECK(QueueInfo(h, "a")["usage"].get<double>() == 0);
   CHECK(QueueInfo(h, "a")["flow"].get<double>() == Approx(2).epsilon(0.01));
+  h.service().AdmissionTick();
   Later(h, absl::Minutes(10));
   CHECK(QueueInfo(h, "a")["flow"].get<double>() == Approx(1).epsilon(0.01));
 }

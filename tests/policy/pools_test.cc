@@ -198,13 +198,13 @@ TEST_CASE("pool reclaim: victims only on a node the pod may go to", "[pools][pla
   const std::shared_ptr<const PoolMap> map = PoolMap::Build(*view);
 
   const core::Pod plain = PoolPod("p", "", "a", 4000);
-  std::optional<PoolReclaim> r = FindPoolReclaim(*view, *map, plain, kScheduler);
+  std::optional<PoolReclaim> r = FindPoolReclaim(WhatIf(*view, absl::UnixEpoch(), nullptr), *map, plain, kScheduler);
   REQUIRE(r.has_value());
   CHECK(r->node == view->FindNodeSlot("a1"));  // the cheaper victim
 
   // A pod that needs ssd can only use a2: evicting on a1 would make room it cannot use.
   const core::Pod ssd = WithNodeSelector(plain, "disk", "ssd");
-  r = FindPoolReclaim(*view, *map, ssd, kScheduler);
+  r = FindPoolReclaim(WhatIf(*view, absl::UnixEpoch(), nullptr), *map, ssd, kScheduler);
   REQUIRE(r.has_value());
   CHECK(r->node == view->FindNodeSlot("a2"));
   REQUIRE(r->victims.size() == 1);
@@ -212,7 +212,7 @@ TEST_CASE("pool reclaim: victims only on a node the pod may go to", "[pools][pla
 
   // No node of the pool qualifies: no reclaim at all.
   const core::Pod nvme = WithNodeSelector(plain, "disk", "nvme");
-  CHECK_FALSE(FindPoolReclaim(*view, *map, nvme, kScheduler).has_value());
+  CHECK_FALSE(FindPoolReclaim(WhatIf(*view, absl::UnixEpoch(), nullptr), *map, nvme, kScheduler).has_value());
 }
 
 TEST_CASE("pool reclaim: never on a cordoned node, even for a pod tolerating the cordon",
@@ -232,7 +232,7 @@ TEST_CASE("pool reclaim: never on a cordoned node, even for a pod tolerating the
   cordon.tolerations.push_back(core::Toleration{.key = std::string(core::kUnschedulableTaintKey),
                                                 .op = core::TolerationOp::kExists});
   pod.placement = core::SharePlacement(cordon);
-  std::optional<PoolReclaim> r = FindPoolReclaim(*view, *map, pod, kScheduler);
+  std::optional<PoolReclaim> r = FindPoolReclaim(WhatIf(*view, absl::UnixEpoch(), nullptr), *map, pod, kScheduler);
   REQUIRE(r.has_value());
   CHECK(r->node == view->FindNodeSlot("a2"));
 }
