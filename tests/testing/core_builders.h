@@ -5,7 +5,9 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <utility>
+#include <vector>
 
 #include "core/objects.h"
 #include "core/resources.h"
@@ -42,6 +44,48 @@ inline core::Pod CorePod(std::string uid, std::string node, int64_t cpu_milli, i
   p.request.Set(core::kNvidiaGpu, gpus);
   p.request.Set(core::kPods, 1);
   return p;
+}
+
+/// A plain pod "pod-fill-NODE" of another scheduler, taking `cpu_milli` and 1 GiB on `node`.
+inline core::Pod FillerPod(std::string node, int64_t cpu_milli) {
+  return CorePod("fill-" + node, node, cpu_milli, kGi);
+}
+
+/// The fabric label keys of FabricNode, top level first: the topology levels to give a
+/// Topology or a GangConfig that should read FabricNode's placement.
+inline const std::vector<std::string>& FabricLevels() {
+  static const std::vector<std::string> levels = {"zone", "spine", "leaf"};
+  return levels;
+}
+
+/// A node of `cpu_milli` millicores and 32 GiB under zone/spine/leaf (FabricLevels); an empty
+/// value leaves that level's label off, whatever the levels below it say.
+inline core::Node FabricNode(std::string name, int64_t cpu_milli, std::string_view zone,
+                             std::string_view spine, std::string_view leaf) {
+  core::Node n = CoreNode(std::move(name), cpu_milli, 32 * kGi);
+  const std::string_view values[] = {zone, spine, leaf};
+  for (size_t i = 0; i < FabricLevels().size(); ++i) {
+    if (!values[i].empty()) n.labels.Set(FabricLevels()[i], values[i]);
+  }
+  return n;
+}
+
+/// A member of gang `gang` (label scheduling.x-k8s.io/pod-group) of berth's scheduler
+/// ("berth-scheduler"), asking `cpu_milli` millicores and 1 GiB: CorePod otherwise.
+inline core::Pod GangPod(std::string uid, std::string gang, std::string node, int64_t cpu_milli) {
+  core::Pod p = CorePod(std::move(uid), std::move(node), cpu_milli, kGi);
+  p.scheduler_name = "berth-scheduler";
+  p.labels.Set("scheduling.x-k8s.io/pod-group", gang);
+  return p;
+}
+
+/// PodGroup `name` in namespace default with `min_member`.
+inline core::PodGroup CorePodGroup(std::string name, int32_t min_member) {
+  core::PodGroup g;
+  g.ns = "default";
+  g.name = std::move(name);
+  g.min_member = min_member;
+  return g;
 }
 
 }  // namespace berth::testing
