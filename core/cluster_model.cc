@@ -1,5 +1,6 @@
 #include "core/cluster_model.h"
 
+#include <algorithm>
 #include <mutex>
 
 #include <utility>
@@ -82,6 +83,16 @@ void ClusterState::ForEachGang(
 const GangRecord* ClusterState::FindGangRecord(std::string_view ns, std::string_view name) const {
   auto it = gang_records_.find(std::make_pair(ns, name));
   return it == gang_records_.end() ? nullptr : &it->second;
+}
+
+int ClusterState::SucceededGangTombstones(std::string_view ns, std::string_view name) const {
+  auto it = tombstones_.find(std::make_pair(ns, name));
+  if (it == tombstones_.end()) return 0;
+  int n = 0;
+  for (const std::string& uid : it->second.uids) {
+    if (!pod_by_uid_.contains(std::string_view(uid))) ++n;
+  }
+  return n;
 }
 
 void ClusterState::ForEachReservation(
@@ -186,9 +197,16 @@ void ClusterModel::MaybeFreeNodeSlot(NodeSlot slot) {
   free_node_slots_.push_back(slot);
 }
 
+void ClusterModel::SetGangTombstoneLimits(GangTombstoneLimits limits) {
+  std::unique_lock<RwMutex> lock(mu_);
+  tombstone_limits_ = limits;
+  next_tombstone_sweep_ = absl::InfinitePast();
+}
+
 ApplyStats ClusterModel::Apply(std::span<const ModelEvent> events) {
   ApplyStats stats;
   std::unique_lock<RwMutex> lock(mu_);
+  SweepGangTombstones();
   for (const ModelEvent& event : events) {
     ++generation_;
     std::visit(
@@ -249,6 +267,7 @@ void ClusterModel::ApplyKind(const ModelEvent& event, ApplyStats* stats) {
         } else if constexpr (std::is_same_v<T, PodGroupUpsert>) {
           podgroups_.insert_or_assign(std::make_pair(e.podgroup.ns, e.podgroup.name),
                                       e.podgroup);
+          MarkTombstonesOrphaned(e.podgroup.ns, e.podgroup.name);
           podgroups_generation_ = generation_;
           ++stats->podgroups_upserted;
         } else if constexpr (std::is_same_v<T, PodGroupDelete>) {
@@ -256,6 +275,8 @@ void ClusterModel::ApplyKind(const ModelEvent& event, ApplyStats* stats) {
                                                     std::string_view(e.name)))) {
             return;
           }
+          // The gang is over: what berth remembered of its finished members goes with it.
+          DropGangTombstones(e.ns, e.name);
           podgroups_generation_ = generation_;
           ++stats->podgroups_deleted;
         } else if constexpr (std::is_same_v<T, PriorityClassUpsert>) {
@@ -362,6 +383,7 @@ void ClusterModel::IndexGang(PodSlot slot, bool add) {
                                  std::vector<PodSlot>{}).first;
     }
     it->second.push_back(slot);
+    MarkTombstonesOrphaned(key.first, key.second);
     return;
   }
   if (it == gang_members_.end()) return;
@@ -370,6 +392,78 @@ void ClusterModel::IndexGang(PodSlot slot, bool add) {
     // The gang's last pod is gone: so is what berth remembered of it.
     if (auto rit = gang_records_.find(key); rit != gang_records_.end()) gang_records_.erase(rit);
     gang_members_.erase(it);
+    MarkTombstonesOrphaned(key.first, key.second);
+  }
+}
+
+void ClusterModel::MarkTombstonesOrphaned(std::string_view ns, std::string_view gang) {
+  auto it = tombstones_.find(std::make_pair(ns, gang));
+  if (it == tombstones_.end()) return;
+  const bool orphan = !gang_members_.contains(it->first) && !podgroups_.contains(it->first);
+  if (!orphan) {
+    it->second.orphaned = absl::InfiniteFuture();
+  } else if (it->second.orphaned == absl::InfiniteFuture()) {
+    it->second.orphaned = clock_->Now();
+  }
+}
+
+void ClusterModel::DropGangTombstones(std::string_view ns, std::string_view gang) {
+  auto it = tombstones_.find(std::make_pair(ns, gang));
+  if (it == tombstones_.end()) return;
+  tombstone_count_ -= it->second.uids.size();
+  tombstones_.erase(it);
+}
+
+void ClusterModel::AddGangTombstone(std::string_view ns, std::string_view gang,
+                                    std::string_view uid) {
+  if (auto it = tombstones_.find(std::make_pair(ns, gang));
+      it != tombstones_.end() && std::find(it->second.uids.begin(), it->second.uids.end(), uid) !=
+                                     it->second.uids.end()) {
+    return;
+  }
+  if (tombstone_count_ >= tombstone_limits_.limit) {
+    // Make room from the gang without live members that finished longest ago.
+    auto victim = tombstones_.end();
+    for (auto it = tombstones_.begin(); it != tombstones_.end(); ++it) {
+      if (gang_members_.contains(it->first)) continue;
+      if (victim == tombstones_.end() || it->second.newest < victim->second.newest) victim = it;
+    }
+    if (victim == tombstones_.end()) {
+      ++tombstones_dropped_;
+      return;
+    }
+    tombstones_dropped_ += victim->second.uids.size();
+    tombstone_count_ -= victim->second.uids.size();
+    tombstones_.erase(victim);
+    if (tombstone_count_ >= tombstone_limits_.limit) {  // a limit of 0 keeps none
+      ++tombstones_dropped_;
+      return;
+    }
+  }
+  auto it = tombstones_.find(std::make_pair(ns, gang));
+  if (it == tombstones_.end()) {
+    it = tombstones_.emplace(std::make_pair(std::string(ns), std::string(gang)), GangTombstones{})
+             .first;
+  }
+  it->second.uids.emplace_back(uid);
+  it->second.newest = clock_->Now();
+  ++tombstone_count_;
+  MarkTombstonesOrphaned(ns, gang);
+}
+
+void ClusterModel::SweepGangTombstones() {
+  if (tombstones_.empty()) return;
+  const absl::Time now = clock_->Now();
+  if (now < next_tombstone_sweep_) return;
+  next_tombstone_sweep_ = now + tombstone_limits_.orphan_grace / 10;
+  for (auto it = tombstones_.begin(); it != tombstones_.end();) {
+    const absl::Time orphaned = it->second.orphaned;
+    if (orphaned != absl::InfiniteFuture() && now - orphaned >= tombstone_limits_.orphan_grace) {
+      tombstone_count_ -= it->second.uids.size();
+      it = tombstones_.erase(it);
+    } else {
+      ++it;
+    }
   }
 }
 
@@ -461,7 +555,17 @@ void ClusterModel::DeletePod(const PodDelete& del, ApplyStats* stats) {
   }
   EraseLedger(pods_[slot].pod.uid);
   EraseReservation(pods_[slot].pod.uid);
+  std::string gang;
+  std::string ns;
+  std::string uid;
+  if (del.succeeded) {
+    const Pod& pod = pods_[slot].pod;
+    gang = std::string(GangNameOf(pod));
+    ns = pod.ns.str();
+    uid = pod.uid.str();
+  }
   RemovePodSlot(slot);
+  if (!gang.empty()) AddGangTombstone(ns, gang, uid);
   ++stats->pods_deleted;
 }
 

@@ -125,13 +125,36 @@ struct GangRecord {
   bool incomplete = false;
 };
 
+/// What bounds the gang tombstones: the model's memory of gang members that finished
+/// successfully and left it (PodDelete::succeeded). A tombstone is (namespace, gang, pod uid) and
+/// counts as a succeeded member (ClusterState::SucceededGangTombstones) until
+/// - the gang's PodGroup is deleted (all of the gang's tombstones go at once), or
+/// - the gang has had neither a live member nor a PodGroup for `orphan_grace` (checked at most
+///   every `orphan_grace / 10` when events are applied), or
+/// - the model holds `limit` tombstones and a new one arrives: the tombstones of the gang without
+///   live members whose newest tombstone is oldest are dropped to make room; when every gang with
+///   tombstones still has live members, the new tombstone is not kept. Either way
+///   gang_tombstones_dropped() counts what was lost.
+struct GangTombstoneLimits {
+  size_t limit = 100'000;
+  absl::Duration orphan_grace = absl::Minutes(10);
+};
+
 // Model events: exactly what the Kubernetes watch (or POST /v1/events) delivers. An upsert
 // replaces the whole object of that identity; deleting an object the model lacks changes
 // nothing (watches replay deletes).
 struct NodeUpsert { Node node; };
 struct NodeDelete { std::string name; };
 struct PodUpsert { Pod pod; };
-struct PodDelete { std::string uid; std::string ns; std::string name; };
+struct PodDelete {
+  std::string uid;
+  std::string ns;
+  std::string name;
+  /// The pod left because it finished successfully, not because it was deleted (the pod watch
+  /// leaves finished pods out). A gang member then leaves a tombstone that keeps counting as a
+  /// succeeded member of its gang (see GangTombstoneLimits).
+  bool succeeded = false;
+};
 struct PoolUpsert { Pool pool; };
 struct PoolDelete { std::string name; };
 struct QueueUpsert { Queue queue; };
@@ -207,6 +230,12 @@ class ClusterState {
   void ForEachGang(const std::function<void(std::string_view ns, std::string_view name)>& fn) const;
   /// berth's record of a gang, if it has one.
   const GangRecord* FindGangRecord(std::string_view ns, std::string_view name) const;
+  /// Members of gang `ns/name` that finished successfully and left the model (their tombstones),
+  /// leaving out any uid that is a live pod again (counted as such).
+  int SucceededGangTombstones(std::string_view ns, std::string_view name) const;
+  /// Tombstones held, over all gangs, and how many were dropped at the limit.
+  size_t gang_tombstone_count() const { return tombstone_count_; }
+  uint64_t gang_tombstones_dropped() const { return tombstones_dropped_; }
 
   /// The room on `node` held for this pod (nullptr if none there). Cheap when nothing is held.
   const ResourceVector* OwnReservation(std::string_view uid, const NodeState& node) const {
@@ -260,6 +289,18 @@ class ClusterState {
   // Gang members by (namespace, gang name), and berth's records of gangs.
   std::map<std::pair<std::string, std::string>, std::vector<PodSlot>, NsNameLess> gang_members_;
   std::map<std::pair<std::string, std::string>, GangRecord, NsNameLess> gang_records_;
+  // Gang members that finished successfully and left (see GangTombstoneLimits).
+  struct GangTombstones {
+    std::vector<std::string> uids;
+    absl::Time newest = absl::InfinitePast();  ///< when the last one was added
+    /// Since when the gang has had neither a live member nor a PodGroup; InfiniteFuture: it has.
+    absl::Time orphaned = absl::InfiniteFuture();
+  };
+  std::map<std::pair<std::string, std::string>, GangTombstones, NsNameLess> tombstones_;
+  size_t tombstone_count_ = 0;
+  uint64_t tombstones_dropped_ = 0;
+  GangTombstoneLimits tombstone_limits_;
+  absl::Time next_tombstone_sweep_ = absl::InfinitePast();
   // Rare kinds (tens of objects): ordered maps, read in name order.
   std::map<std::string, Pool, std::less<>> pools_;
   std::map<std::string, Queue, std::less<>> queues_;
@@ -316,6 +357,9 @@ class ClusterModel : private ClusterState {
   /// The resource-name table. Thread-safe on its own: decoders intern names without the lock.
   ResourceNames& resources() { return *resources_; }
   const ResourceNames& resources() const { return *resources_; }
+
+  /// Replaces the bounds of gang tombstones (before events are applied).
+  void SetGangTombstoneLimits(GangTombstoneLimits limits);
 
   /// Applies events in order, atomically with respect to readers.
   ApplyStats Apply(std::span<const ModelEvent> events);
@@ -381,6 +425,16 @@ class ClusterModel : private ClusterState {
   void EraseReservation(std::string_view uid) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   /// Adds or removes a pod slot in the gang index.
   void IndexGang(PodSlot slot, bool add) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  /// Remembers that pod `uid` of gang `ns/gang` finished successfully (within the limit).
+  void AddGangTombstone(std::string_view ns, std::string_view gang, std::string_view uid)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  /// Starts or stops the orphan clock of the gang's tombstones, if it has any.
+  void MarkTombstonesOrphaned(std::string_view ns, std::string_view gang)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void DropGangTombstones(std::string_view ns, std::string_view gang)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  /// Drops the tombstones of gangs orphaned longer than the grace (at most every grace / 10).
+  void SweepGangTombstones() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   /// Places a reservation already validated (the lock is held).
   void PlaceReservation(std::string_view uid, NodeSlot slot, Reservation reservation)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -348,8 +348,9 @@ absl::Status Reflector::ListAndReplace() {
     stale = StaleDeletes(*view, spec_.kind, seen);
   }
   if (!stale.empty()) {
-    spdlog::info("kubernetes: relist of {} removed {} objects deleted meanwhile", spec_.name, stale.size());
-    model_->Apply(stale);
+    spdlog::info("kubernetes: relist of {} removed {} objects deleted (or finished) meanwhile",
+                 spec_.name, stale.size());
+    ApplyBatch(&stale);
   }
   rv_ = rv;
   {
@@ -366,8 +367,55 @@ absl::Status Reflector::ListAndReplace() {
 
 void Reflector::ApplyBatch(std::vector<core::ModelEvent>* batch) {
   if (batch->empty()) return;
+  ResolveFinishedGangMembers(batch);
   model_->Apply(*batch);
   batch->clear();
+}
+
+void Reflector::ResolveFinishedGangMembers(std::vector<core::ModelEvent>* events) {
+  if (!spec_.resolve_finished_gang_members) return;
+  // The deletes whose pod, as the model last saw it, could have finished on its own.
+  std::vector<core::PodDelete*> candidates;
+  {
+    auto view = model_->Read();
+    for (core::ModelEvent& e : *events) {
+      auto* del = std::get_if<core::PodDelete>(&e);
+      if (del == nullptr || del->uid.empty()) continue;
+      const core::PodState* p = view->FindPod(del->uid);
+      if (p == nullptr || core::GangNameOf(p->pod).empty() || p->pod.node_name.empty() ||
+          p->pod.terminating) {
+        continue;
+      }
+      candidates.push_back(del);
+    }
+  }
+  for (core::PodDelete* del : candidates) {
+    const std::string path = StrCat("/api/v1/namespaces/", del->ns, "/pods/", del->name);
+    absl::StatusOr<Response> res =
+        client_->Call("GET", path, {}, "application/json", absl::Seconds(10));
+    if (res.ok() && res->status == 404) continue;  // really deleted
+    if (!res.ok() || !res->ok()) {
+      spdlog::warn("kubernetes: gang member {}/{} left the pod watch and berth could not learn "
+                   "whether it succeeded ({}); it no longer counts for its gang", del->ns,
+                   del->name,
+                   ToStd(res.ok() ? ApiError("GET", path, *res).message() : res.status().message()));
+      continue;
+    }
+    absl::StatusOr<JsonDocument> doc = JsonDocument::Parse(res->body);
+    simdjson::dom::object obj;
+    if (!doc.ok() || doc->root().get_object().get(obj) != simdjson::SUCCESS) continue;
+    absl::StatusOr<core::ModelEvent> e =
+        DecodeObjectEvent(obj, false, model_->resources(), JsonPath(), "Pod", "v1");
+    const auto* now = e.ok() ? std::get_if<core::PodUpsert>(&*e) : nullptr;
+    // Same pod (not a new one under the name), finished on its own (not deleted).
+    if (now == nullptr || now->pod.uid.view() != del->uid ||
+        now->pod.phase != core::PodPhase::kSucceeded || now->pod.terminating) {
+      continue;
+    }
+    del->succeeded = true;
+    absl::MutexLock lock(&stats_mu_);
+    ++stats_.gang_members_succeeded;
+  }
 }
 
 Reflector::WatchEnd Reflector::WatchOnce() {

@@ -52,6 +52,13 @@ struct ResourceSpec {
   /// A custom resource whose CRD may not be installed: a 404 counts as an empty, synced
   /// collection (berth works without it) and is retried every `absent_retry`.
   bool optional = false;
+  /// Pods only, with a field selector that leaves finished pods out: a pod that finishes is
+  /// reported DELETED carrying its last state that matched (still Running), as kube-apiserver
+  /// does for an object that stops matching a watch's selector, so the event cannot tell a
+  /// success from a failure or a deletion. For a bound gang member that was not being deleted,
+  /// the reflector then GETs the pod; if it Succeeded, the delete says so
+  /// (core::PodDelete::succeeded) and the model keeps a tombstone counting it for its gang.
+  bool resolve_finished_gang_members = false;
 };
 
 struct ReflectorOptions {
@@ -72,6 +79,7 @@ struct ReflectorStats {
   int64_t gone = 0;           ///< 410 answers (each leads to a relist)
   int64_t errors = 0;         ///< failed requests and broken streams
   int64_t decode_errors = 0;  ///< objects the API server sent that berth could not read
+  int64_t gang_members_succeeded = 0;  ///< gang members that left because they Succeeded
   std::string resource_version;
 };
 
@@ -106,7 +114,12 @@ class Reflector {
   /// Lists the whole collection and replaces the model's objects of this kind with it.
   absl::Status ListAndReplace();
   WatchEnd WatchOnce();
+  /// Applies `batch` (after ResolveFinishedGangMembers) and clears it.
   void ApplyBatch(std::vector<core::ModelEvent>* batch);
+  /// Sets PodDelete::succeeded on the deletes of `events` whose pod is a bound gang member, not
+  /// being deleted, that the API server now shows Succeeded (see
+  /// ResourceSpec::resolve_finished_gang_members).
+  void ResolveFinishedGangMembers(std::vector<core::ModelEvent>* events);
   /// Sleeps, waking early on Stop(). \return false when stopping.
   bool Sleep(absl::Duration d);
   absl::Duration NextBackoff();

@@ -15,7 +15,9 @@ std::vector<ResourceSpec> WatchedResources() {
        .kind = "Pod",
        .api_version = "v1",
        // What kube-scheduler's own informer watches: finished pods hold no capacity.
-       .field_selector = "status.phase!=Succeeded,status.phase!=Failed"},
+       .field_selector = "status.phase!=Succeeded,status.phase!=Failed",
+       // ... but a gang member that succeeded still counts for its gang (a tombstone).
+       .resolve_finished_gang_members = true},
       {.name = "podgroups",
        .path = "/apis/scheduling.x-k8s.io/v1alpha1/podgroups",
        .kind = "PodGroup",

@@ -471,6 +471,8 @@ GangView ViewGang(const core::ClusterState& state, std::string_view ns, std::str
       g.pending.push_back(&p);
     }
   });
+  // Members that finished and left the model (the pod watch leaves finished pods out).
+  g.succeeded += state.SucceededGangTombstones(ns, name);
   if (freeze) g.freeze_window = *freeze;
   std::sort(g.pending.begin(), g.pending.end(), [](const auto* a, const auto* b) {
     return std::tie(a->pod.creation, a->pod.name) < std::tie(b->pod.creation, b->pod.name);

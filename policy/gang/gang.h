@@ -35,7 +35,9 @@ struct GangView {
   std::vector<const core::PodState*> reserved;
   /// Members waiting without room, oldest first.
   std::vector<const core::PodState*> pending;
-  int succeeded = 0;  ///< members that finished successfully (they count as done)
+  /// Members that finished successfully (they count as done): those still in the model and
+  /// those that left it (ClusterState::SucceededGangTombstones).
+  int succeeded = 0;
   /// `berth.io/max-hops` of its members (the strictest), or nullopt.
   std::optional<int> max_hops;
   absl::Duration freeze_window;

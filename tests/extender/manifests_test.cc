@@ -1070,6 +1070,8 @@ TEST_CASE("berth's RBAC grants the calls berth makes and nothing more", "[manife
       {"watch", "", "nodes", "", ""},
       {"list", "", "pods", "", ""},
       {"watch", "", "pods", "", ""},
+      // Whether a gang member that left the pod watch succeeded.
+      {"get", "", "pods", "ml", "train-0"},
       {"patch", "", "pods", "ml", "train-0"},
       {"create", "", "pods/binding", "ml", "train-0"},
       {"create", "", "pods/eviction", "ml", "train-0"},

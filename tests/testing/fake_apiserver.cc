@@ -386,6 +386,48 @@ using fake_apiserver_internal::FieldRequirement;
 using fake_apiserver_internal::LabelRequirement;
 using fake_apiserver_internal::Selectors;
 
+/// "%2C" -> ",", "+" -> " ", as Go's url.QueryUnescape; a malformed escape stays as it is.
+std::string QueryUnescape(std::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  auto hex = [](char c) -> int {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+  };
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (s[i] == '+') {
+      out.push_back(' ');
+    } else if (s[i] == '%' && i + 2 < s.size() && hex(s[i + 1]) >= 0 && hex(s[i + 2]) >= 0) {
+      out.push_back(static_cast<char>(hex(s[i + 1]) * 16 + hex(s[i + 2])));
+      i += 2;
+    } else {
+      out.push_back(s[i]);
+    }
+  }
+  return out;
+}
+
+/// The query parameters of a request target, each split at its first '=' as kube-apiserver
+/// does.
+httplib::Params QueryParams(std::string_view target) {
+  httplib::Params params;
+  const size_t q = target.find('?');
+  if (q == std::string_view::npos) return params;
+  std::string_view rest = target.substr(q + 1);
+  while (!rest.empty()) {
+    const size_t amp = rest.find('&');
+    const std::string_view kv = rest.substr(0, amp);
+    rest = amp == std::string_view::npos ? std::string_view() : rest.substr(amp + 1);
+    if (kv.empty()) continue;
+    const size_t eq = kv.find('=');
+    params.emplace(QueryUnescape(kv.substr(0, eq)),
+                   eq == std::string_view::npos ? std::string() : QueryUnescape(kv.substr(eq + 1)));
+  }
+  return params;
+}
+
 absl::StatusOr<std::vector<FieldRequirement>> ParseFieldSelector(const ResourceInfo& res,
                                                                  std::string_view text) {
   std::vector<FieldRequirement> out;
@@ -907,7 +949,14 @@ void FakeApiServer::Install(httplib::Server& s) {
   s.set_keep_alive_timeout(60);
   s.set_read_timeout(10, 0);
   s.set_write_timeout(10, 0);
-  auto handler = [this](const httplib::Request& req, httplib::Response& res) { Handle(req, res); };
+  auto handler = [this](const httplib::Request& req, httplib::Response& res) {
+    // kube-apiserver (Go's url.ParseQuery) splits a query parameter at its first '='; httplib
+    // splits at its last, which would read "fieldSelector=status.phase!=Failed" (a selector
+    // sent unescaped, as the captures' clients do) as "Failed". Replaced in place (the Request
+    // is the server's own object; see MatchApiserverCompression), not in a copy.
+    const_cast<httplib::Request&>(req).params = QueryParams(req.target);
+    Handle(req, res);
+  };
   s.Get(".*", handler);
   s.Post(".*", handler);
   s.Put(".*", handler);

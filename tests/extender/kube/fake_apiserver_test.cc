@@ -18,6 +18,7 @@
 
 #include "httplib.h"
 #include "nlohmann/json.hpp"
+#include "tests/testing/files.h"
 #include "tests/testing/tls_certs.h"
 
 namespace berth::testing {
@@ -807,6 +808,29 @@ TEST_CASE("fake apiserver: field selectors filter lists and watches", "[fake-api
   server.EndWatches();
   REQUIRE(watch.WaitDone());
   CHECK(watch.events().size() == 3);
+}
+
+TEST_CASE("fake apiserver: the phase field selector lists what kube-apiserver 1.26 listed",
+          "[fake-apiserver][fixtures]") {
+  // The capture: four Pending pods listed, the Succeeded pod train-done left out.
+  const Json capture = Json::parse(ReadTestFile(
+      std::string(BERTH_FIXTURES_DIR) +
+      "/../kube-apiserver-1.26/01-list-pods-fieldselector-not-finished.json"));
+  FakeApiServer server;
+  REQUIRE(server.start_status().ok());
+  std::vector<std::string> listed;
+  for (Json item : capture["response"]["body"]["items"]) {
+    listed.push_back(item["metadata"]["name"]);
+    item["metadata"].erase("resourceVersion");
+    REQUIRE(server.Create("pods", item["metadata"]["namespace"], item).ok());
+  }
+  REQUIRE(listed.size() == 4);
+  REQUIRE(server.Create("pods", "team-a", Pod("train-done", "team-a", "node-1", "Succeeded")).ok());
+  REQUIRE(server.Create("pods", "team-a", Pod("train-failed", "team-a", "node-1", "Failed")).ok());
+  auto client = Client(server);
+  // The query exactly as captured: the selector unescaped.
+  const std::string path = capture["request"]["path"];
+  CHECK(Names(Body(client->Get(path))["items"]) == listed);
 }
 
 TEST_CASE("fake apiserver: calls record the RBAC verb, resource and subresource",

@@ -47,19 +47,19 @@ inline extender::kube::KubernetesOptions FastOptions(bool elect = false) {
   return o;
 }
 
-/// One berth replica.
+/// One berth replica (`policy_config`: berth's policy settings, default ones if not given).
 class KubeBerth {
  public:
   explicit KubeBerth(FakeApiServer& api,
                      extender::kube::KubernetesOptions options = FastOptions(),
-                     std::string identity = "")
+                     std::string identity = "", policy::PolicyConfig policy_config = {})
       : model_(&clock_) {
     if (!identity.empty()) options.leader_election.identity = std::move(identity);
     auto rt = extender::kube::KubernetesRuntime::Create(FakeClientConfig(api), options, &model_);
     if (!rt.ok()) throw std::runtime_error(std::string(rt.status().message()));
     runtime_ = *std::move(rt);
     policy::Registry registry = policy::BuildDefaultRegistry();
-    auto pipeline = registry.Build(policy::PolicyConfig{}, model_.resources());
+    auto pipeline = registry.Build(policy_config, model_.resources());
     if (!pipeline.ok()) throw std::runtime_error(std::string(pipeline.status().message()));
     service_ = std::make_unique<extender::Service>(
         extender::ServiceOptions{.mode = extender::Mode::kKubernetes}, &model_,

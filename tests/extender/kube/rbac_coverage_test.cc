@@ -24,6 +24,9 @@ TEST_CASE("RBAC in manifests/ covers every API call berth makes, and nothing mor
   REQUIRE(api.Create("pods", "ml", MakePod("victim").Namespace("ml").Cpu("1").Node("n1")
                                        .Phase("Running").Obj()).ok());
   REQUIRE(api.Create("pools", "", MakePool("train").Obj()).ok());
+  REQUIRE(api.Create("pods", "ml", MakePod("member").Namespace("ml").Cpu("1").Node("n1")
+                                       .Label("scheduling.x-k8s.io/pod-group", "g")
+                                       .Phase("Running").Obj()).ok());
   {
     // Leader election as a Deployment runs it: the Role's namespace.
     extender::kube::KubernetesOptions options = FastOptions(/*elect=*/true);
@@ -43,6 +46,11 @@ TEST_CASE("RBAC in manifests/ covers every API call berth makes, and nothing mor
     REQUIRE(api.WaitFor([&](FakeApiServer& s) {
       return s.CountCalls("PUT", "/apis/coordination.k8s.io/v1/namespaces/" + policy.ns) >= 2;
     }));
+    // A gang member that finishes: berth asks whether it succeeded.
+    Json member = api.Get("pods", "ml", "member").value();
+    member["status"]["phase"] = "Succeeded";
+    REQUIRE(api.Update("pods", "ml", member).ok());
+    REQUIRE(berth.WaitFor([&] { return !berth.HasPod(member["metadata"]["uid"]); }));
     const Json pod = api.Get("pods", "ml", "a").value();
     const Json bind = {{"PodName", "a"}, {"PodNamespace", "ml"},
                        {"PodUID", pod["metadata"]["uid"]}, {"Node", "n1"}};
