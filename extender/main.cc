@@ -272,6 +272,9 @@ int Serve() {
   sigaddset(&signals, SIGINT);
   sigaddset(&signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  // Evictions, nudges and Events are carried out off the request path (extender/intents.h), by
+  // a thread started here so that it inherits the blocked signals.
+  service.StartIntentWorker();
   std::atomic<bool> stopping{false};
   std::thread signal_thread([&] {
     int sig = 0;
@@ -290,8 +293,8 @@ int Serve() {
       ++ticks;
       if (ticks % 10 == 0 && (!runtime || runtime->synced())) {
         const AdmissionTickStats t = service.AdmissionTick();
-        if (t.evicted > 0) spdlog::info("evicted {} pod(s) for fair share", t.evicted);
-        if (t.events > 0) spdlog::debug("wrote {} event(s) about waiting pods", t.events);
+        if (t.evicted > 0) spdlog::info("{} pod(s) to evict for fair share", t.evicted);
+        if (t.events > 0) spdlog::debug("{} event(s) to write about waiting pods", t.events);
       }
       if (ticks % 50 != 0) continue;
       if (!runtime || runtime->synced()) {
@@ -314,6 +317,7 @@ int Serve() {
   server.Run();
   stopping = true;
   housekeeping.join();
+  service.StopIntentWorker();
   if (ops_server) ops_server->Stop();
   if (runtime) runtime->Stop();  // a leader releases its Lease
   if (signal_thread.joinable()) {

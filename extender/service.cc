@@ -134,11 +134,29 @@ Service::Service(ServiceOptions options, core::ClusterModel* model,
       model_(model),
       pipeline_(std::move(pipeline)),
       binder_(binder),
+      intents_(clock, &metrics_, options_.intents),
       clock_(clock) {
   if (options_.mode == Mode::kStandalone) {
     local_evictor_ = std::make_unique<LocalEvictor>(model_);
-    evictor_ = local_evictor_.get();
+    SetEvictor(local_evictor_.get());
   }
+}
+
+Service::~Service() { intents_.Stop(); }
+
+void Service::SetEvictor(EvictorInterface* evictor) {
+  evictor_ = evictor;
+  intents_.SetEvictor(evictor);
+}
+
+void Service::SetNudger(NudgerInterface* nudger) {
+  nudger_ = nudger;
+  intents_.SetNudger(nudger);
+}
+
+void Service::SetPodEventSink(PodEventSinkInterface* sink) {
+  pod_events_ = sink;
+  intents_.SetPodEventSink(sink);
 }
 
 template <class Fn>
@@ -249,12 +267,13 @@ Reply Service::FilterVerb(std::string_view body) {
     verdicts = run();
   }
   if (none_fit(verdicts) && managed && !gang_member && !queued) {
-    // Preempt first, then borrow: make room in the pod's home pool. In standalone mode the
-    // victims are gone at once, so the pod may fit now.
-    switch (MaybeReclaim(args->pod)) {
-      case Reclaim::kNone: break;
-      case Reclaim::kHeld: verdicts = run(); break;
-      case Reclaim::kBlocked: verdicts = run(/*reclaim_blocked=*/true); break;
+    // Preempt first, then borrow: make room in the pod's home pool. The victims leave once the
+    // intent worker has evicted them; meanwhile the answer names the reclaim. A pod whose
+    // reclaim was refused lately borrows instead (seed 004).
+    if (ReclaimBlocked(args->pod.uid.view(), clock_->Now())) {
+      verdicts = run(/*reclaim_blocked=*/true);
+    } else if (MaybeReclaim(args->pod) == Reclaim::kHeld) {
+      verdicts = run();
     }
     if (none_fit(verdicts)) {
       auto view = model_->Read();
@@ -358,19 +377,40 @@ Service::Reclaim Service::MaybeReclaim(const core::Pod& pod) {
   for (const core::Pod& v : victims) StrAppend(&names, names.empty() ? "" : ", ", v.Key());
   spdlog::info("{} for pod={}: holding room on node {}, evicting [{}]", plan->purpose, known.Key(),
                plan->node, names);
+  // The first eviction refused for good (a disruption budget, a lost leadership) undoes the
+  // reclaim, and the other evictions of it still queued are dropped.
+  auto cancelled = std::make_shared<std::atomic<bool>>(false);
   for (const core::Pod& v : victims) {
-    if (absl::Status s = evictor_->Evict(v, known, plan->purpose); !s.ok()) {
-      // A disruption budget (or a lost leadership) stops the reclaim: release the room so the
-      // pod may borrow, and try again on its next cycle.
-      spdlog::warn("{} for pod={}: evicting {} failed: {}; room released", plan->purpose,
-                   known.Key(), v.Key(), ToStd(s.message()));
-      model_->Unreserve(known.uid);
-      return Reclaim::kBlocked;
-    }
-    metrics_.evictions.Add("reclaim");
+    intents_.Record(Intent{.kind = IntentKind::kEviction,
+                           .pod = v,
+                           .for_pod = known,
+                           .why = plan->purpose,
+                           .cause = "reclaim",
+                           .undo = [this, known](const absl::Status& s) { UndoReclaim(known, s); },
+                           .cancelled = cancelled});
   }
   metrics_.reclaims.fetch_add(1, std::memory_order_relaxed);
   return Reclaim::kHeld;
+}
+
+void Service::UndoReclaim(const core::Pod& pod, const absl::Status& why) {
+  spdlog::warn("reclaim for pod={} undone ({}): room released, it may borrow for {}", pod.Key(),
+               ToStd(why.message()), absl::FormatDuration(options_.reclaim_timeout));
+  model_->Unreserve(pod.uid.view());
+  {
+    absl::MutexLock lock(&blocked_mu_);
+    reclaim_blocked_[pod.uid.str()] = clock_->Now() + options_.reclaim_timeout;
+  }
+  // kube-scheduler may hold the pod in its backoff: have it try again, borrowing now.
+  if (nudger_ != nullptr) {
+    intents_.Record(Intent{.kind = IntentKind::kNudge, .pod = pod, .why = "its reclaim was refused"});
+  }
+}
+
+bool Service::ReclaimBlocked(std::string_view uid, absl::Time now) {
+  absl::MutexLock lock(&blocked_mu_);
+  std::erase_if(reclaim_blocked_, [&](const auto& e) { return e.second <= now; });
+  return reclaim_blocked_.contains(uid);
 }
 
 /// How long a pending pod waits for kube-scheduler before housekeeping reclaims for it.
@@ -405,6 +445,7 @@ int Service::Housekeeping() {
           now - p.pod.creation < kReclaimPendingAfter ||
           view->FindBind(p.pod.uid.view()) != nullptr ||
           view->FindReservation(p.pod.uid.view()) != nullptr ||
+          ReclaimBlocked(p.pod.uid.view(), now) ||
           (pipeline_->fair_share() != nullptr && !QueueVerdict(*view, p.pod).ok())) {
         return;
       }

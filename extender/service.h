@@ -15,6 +15,7 @@
 #include "absl/time/time.h"
 #include "core/clock.h"
 #include "core/cluster_model.h"
+#include "extender/intents.h"
 #include "extender/metrics.h"
 #include "nlohmann/json_fwd.hpp"
 #include "policy/pipeline.h"
@@ -107,11 +108,11 @@ struct PodEventOptions {
   int max_per_tick = 20;
 };
 
-/// What one admission tick did.
+/// What one admission tick recorded (the intent worker carries it out).
 struct AdmissionTickStats {
-  int nudged = 0;   ///< pods told to retry
-  int evicted = 0;  ///< pods evicted for fair share
-  int events = 0;   ///< Events written about waiting pods
+  int nudged = 0;   ///< pods to tell to retry
+  int evicted = 0;  ///< pods to evict for fair share
+  int events = 0;   ///< Events to write about waiting pods
 };
 
 struct ServiceOptions {
@@ -127,6 +128,8 @@ struct ServiceOptions {
   absl::Duration reclaim_timeout = absl::Minutes(2);
   /// Events about waiting pods (Kubernetes mode, with a sink set).
   PodEventOptions pod_events;
+  /// Retries of evictions, nudges and Events that failed (extender/intents.h).
+  IntentOptions intents;
   std::string version = "0.0.0";
   std::string git_commit = "unknown";
   std::string build_type = "unknown";
@@ -153,6 +156,8 @@ class Service {
   Service(ServiceOptions options, core::ClusterModel* model,
           std::unique_ptr<policy::Pipeline> pipeline, BinderInterface* binder,
           const core::Clock* clock);
+  /// Stops the intent worker, if started.
+  ~Service();
 
   // Extender verbs (SPEC 3.1). Undecodable input: 400 with {"Error": "..."}. Each call is
   // counted and timed (GET /metrics).
@@ -197,12 +202,22 @@ class Service {
 
   /// Where reclaim evictions go; standalone mode defaults to a LocalEvictor, Kubernetes mode
   /// reclaims nothing until one is set. Set before serving.
-  void SetEvictor(EvictorInterface* evictor) { evictor_ = evictor; }
+  void SetEvictor(EvictorInterface* evictor);
   /// Where admission nudges go (Kubernetes mode: a pod annotation patch); none by default, as
   /// standalone mode has no kube-scheduler backoff to cut short. Set before serving.
-  void SetNudger(NudgerInterface* nudger) { nudger_ = nudger; }
+  void SetNudger(NudgerInterface* nudger);
   /// Where Events about waiting pods go (Kubernetes mode); none by default. Set before serving.
-  void SetPodEventSink(PodEventSinkInterface* sink) { pod_events_ = sink; }
+  void SetPodEventSink(PodEventSinkInterface* sink);
+
+  /// Verbs and ticks only record their side effects (evictions, nudges, Events) as intents.
+  /// `berth serve` starts the worker that carries them out (off the request path) and stops it
+  /// on shutdown; Stop returns once the intent in hand is done, leaving the rest queued.
+  void StartIntentWorker() { intents_.Start(); }
+  void StopIntentWorker() { intents_.Stop(); }
+  /// Carries out, on the calling thread, every intent due now (a retry waits for its backoff on
+  /// the service's clock). The simulator calls it after each verb and tick instead of running
+  /// the worker. \return the attempts made.
+  int DrainIntents() { return intents_.Drain(); }
 
   /// The admission tick (called every second): plans admissions anew, nudges the pods of jobs
   /// that became admitted (and gang members whose room was just reserved), and evicts pods of
@@ -235,11 +250,16 @@ class Service {
   void StampCreation(std::vector<core::ModelEvent>* events) const;
   std::vector<std::string> TopologyPath(const core::Node& node) const;
   /// What MaybeReclaim did.
-  enum class Reclaim { kNone, kHeld, kBlocked };
-  /// Plans and carries out a reclaim for a berth pod no candidate takes: holds the room for it,
-  /// then evicts the victims. kHeld: room is held for the pod (now or from before); kBlocked: an
-  /// eviction was refused and the room released.
+  enum class Reclaim { kNone, kHeld };
+  /// Plans a reclaim for a berth pod no candidate takes: holds the room for it and records the
+  /// evictions of the victims. kHeld: room is held for the pod (now or from before). A refused
+  /// eviction undoes it later (UndoReclaim).
   Reclaim MaybeReclaim(const core::Pod& pod);
+  /// A reclaim's eviction failed for good: releases the room held for `pod`, lets it borrow
+  /// until the reclaim timeout has passed, and nudges it.
+  void UndoReclaim(const core::Pod& pod, const absl::Status& why);
+  /// Whether a reclaim for the pod failed recently (its filters may borrow, none starts).
+  bool ReclaimBlocked(std::string_view uid, absl::Time now);
 
   // Gangs (service_gangs.cc).
   /// Before filtering a gang member: admits its gang (plans and reserves room for every member
@@ -286,6 +306,11 @@ class Service {
   /// Writes the due Events (deduplicated, rate-limited). \return how many were written.
   int WriteWaitingEvents(absl::Time now);
   mutable extender::Metrics metrics_;
+  /// Evictions, nudges and Events recorded by verbs and ticks, carried out by its worker.
+  IntentQueue intents_;
+  /// Pods whose reclaim was undone, until when they may borrow instead.
+  absl::Mutex blocked_mu_;
+  std::map<std::string, absl::Time, std::less<>> reclaim_blocked_ ABSL_GUARDED_BY(blocked_mu_);
   /// Pods that passed admission at the last tick, and nudges asked for since.
   absl::Mutex nudge_mu_;
   std::set<std::string> admitted_at_last_tick_ ABSL_GUARDED_BY(nudge_mu_);

@@ -2,6 +2,7 @@
 // as an Event on the pod, deduplicated and rate-limited, so that `kubectl describe pod` says why
 // without a pod retried every second flooding the API server.
 #include <algorithm>
+#include <tuple>
 #include <utility>
 
 #include "core/strings.h"
@@ -45,6 +46,7 @@ int Service::WriteWaitingEvents(absl::Time now) {
     std::string uid;
     core::Pod pod;
     std::string reason, message;
+    std::string sent_reason, sent_message;  ///< what was told before
     absl::Time sent;
   };
   std::vector<Due> due;
@@ -63,7 +65,7 @@ int Service::WriteWaitingEvents(absl::Time now) {
       const bool asked_since = n.seen > n.sent;
       if (asked_since && ((changed && now - n.sent >= o.min_interval) ||
                           (!changed && now - n.sent >= o.repeat_after))) {
-        due.push_back({it->first, n.pod, n.reason, n.message, n.sent});
+        due.push_back({it->first, n.pod, n.reason, n.message, n.sent_reason, n.sent_message, n.sent});
       }
       ++it;
     }
@@ -71,21 +73,37 @@ int Service::WriteWaitingEvents(absl::Time now) {
   // The pods told longest ago first; the rest wait for the next tick.
   std::sort(due.begin(), due.end(), [](const Due& a, const Due& b) { return a.sent < b.sent; });
   if (static_cast<int>(due.size()) > o.max_per_tick) due.resize(static_cast<size_t>(o.max_per_tick));
-  int written = 0;
-  for (const Due& d : due) {
-    if (absl::Status s = pod_events_->Record(d.pod, "Warning", d.reason, d.message); !s.ok()) {
-      spdlog::warn("event for waiting pod {} not recorded: {}", d.pod.Key(), ToStd(s.message()));
-      continue;
-    }
-    ++written;
-    absl::MutexLock lock(&waiting_mu_);
-    if (auto it = waiting_.find(d.uid); it != waiting_.end()) {
+  // Counted as told when recorded; an Event that fails for good is due again at the next tick
+  // (its undo puts back what was told before).
+  int recorded = 0;
+  for (Due& d : due) {
+    {
+      absl::MutexLock lock(&waiting_mu_);
+      auto it = waiting_.find(d.uid);
+      if (it == waiting_.end()) continue;
       it->second.sent_reason = d.reason;
       it->second.sent_message = d.message;
       it->second.sent = now;
     }
+    auto undo = [this, uid = d.uid, reason = d.reason, message = d.message, now,
+                 before = std::make_tuple(d.sent_reason, d.sent_message, d.sent)](const absl::Status&) {
+      absl::MutexLock lock(&waiting_mu_);
+      auto it = waiting_.find(uid);
+      if (it == waiting_.end() || it->second.sent != now || it->second.sent_reason != reason ||
+          it->second.sent_message != message) {
+        return;  // told again since
+      }
+      std::tie(it->second.sent_reason, it->second.sent_message, it->second.sent) = before;
+    };
+    intents_.Record(Intent{.kind = IntentKind::kEvent,
+                           .pod = std::move(d.pod),
+                           .type = "Warning",
+                           .reason = std::move(d.reason),
+                           .note = std::move(d.message),
+                           .undo = std::move(undo)});
+    ++recorded;
   }
-  return written;
+  return recorded;
 }
 
 }  // namespace berth::extender

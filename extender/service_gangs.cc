@@ -168,19 +168,29 @@ std::optional<policy::NodeVerdict> Service::PrepareGang(const core::Pod& pod) {
       });
       spdlog::info("gang {}/{} admitted: room reserved for {}", ns, name, summary);
       metrics_.gang_admissions.fetch_add(1, std::memory_order_relaxed);
+      // An eviction refused for good undoes the admission: the room reserved for the members
+      // is released and the gang is planned again at its next member's filter.
+      std::vector<std::string> members;
+      for (const core::ReservationRequest& r : requests) members.push_back(r.uid);
+      auto undo = [this, ns, name, members](const absl::Status& s) {
+        spdlog::warn("gang {}/{}: taking back elastic room failed ({}); its reservations are "
+                     "released and it waits whole again", ns, name, ToStd(s.message()));
+        for (const std::string& uid : members) model_->Unreserve(uid);
+      };
+      auto cancelled = std::make_shared<std::atomic<bool>>(false);
       for (const core::Pod& v : victims) {
         if (auto vk = policy::GangOf(v)) {
           model_->UpdateGangRecord(vk->first, vk->second, [&](core::GangRecord& r) { r.resized = now; });
         }
         const bool elastic = policy::GangOf(v).has_value();
-        const std::string why = StrCat("gang ", ns, "/", name,
-                                       elastic ? " takes back elastic room" : " reclaims its pool");
-        if (absl::Status s = evictor_->Evict(v, pod, why); !s.ok()) {
-          spdlog::warn("gang {}/{}: evicting elastic member {} failed: {}", ns, name, v.Key(),
-                       ToStd(s.message()));
-        } else {
-          metrics_.evictions.Add(elastic ? "gang-elastic" : "reclaim");
-        }
+        intents_.Record(Intent{.kind = IntentKind::kEviction,
+                               .pod = v,
+                               .for_pod = pod,
+                               .why = StrCat("gang ", ns, "/", name,
+                                             elastic ? " takes back elastic room" : " reclaims its pool"),
+                               .cause = elastic ? "gang-elastic" : "reclaim",
+                               .undo = undo,
+                               .cancelled = cancelled});
       }
     } else {
       for (const auto& [gns, gname] : grown) {
@@ -276,14 +286,14 @@ void Service::GangHousekeeping(absl::Time now, const std::vector<std::string>& e
                  inc.ns, inc.name, inc.bound.size(), inc.min,
                  release ? "; releasing the bound members" : "");
     if (!release) continue;
-    const std::string why = StrCat("gang ", inc.ns, "/", inc.name, " could not complete in time");
+    // Nothing to take back when a release fails: the member keeps running, and the log and
+    // berth_intents_total say so.
     for (const core::Pod& p : inc.bound) {
-      if (absl::Status s = evictor_->Evict(p, p, why); !s.ok()) {
-        spdlog::warn("gang {}/{}: releasing {} failed: {}", inc.ns, inc.name, p.Key(),
-                     ToStd(s.message()));
-      } else {
-        metrics_.evictions.Add("gang-incomplete");
-      }
+      intents_.Record(Intent{.kind = IntentKind::kEviction,
+                             .pod = p,
+                             .for_pod = p,
+                             .why = StrCat("gang ", inc.ns, "/", inc.name, " could not complete in time"),
+                             .cause = "gang-incomplete"});
     }
   }
 }

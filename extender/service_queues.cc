@@ -74,26 +74,24 @@ AdmissionTickStats Service::AdmissionTick() {
     }
     pending_nudges_.clear();
   }
+  // Recorded, not carried out: the tick never waits on the API server. A failed nudge or
+  // fair-share eviction has nothing to take back; the next plan decides anew.
   if (nudger_ != nullptr && !nudges.empty() && nudger_->CanNudge().ok()) {
-    for (const auto& [pod, why] : nudges) {
-      if (absl::Status s = nudger_->Nudge(pod, why); !s.ok()) {
-        spdlog::warn("nudging pod {} ({}) failed: {}", pod.Key(), why, ToStd(s.message()));
-        continue;
-      }
+    for (auto& [pod, why] : nudges) {
+      spdlog::debug("nudging pod {}: {}", pod.Key(), why);
+      intents_.Record(Intent{.kind = IntentKind::kNudge, .pod = std::move(pod), .why = std::move(why)});
       ++stats.nudged;
-      metrics_.nudges.fetch_add(1, std::memory_order_relaxed);
-      spdlog::debug("nudged pod {}: {}", pod.Key(), why);
     }
   }
   if (evictor_ != nullptr && !victims.empty() && evictor_->CanEvict().ok()) {
     for (const policy::FairShareVictim& v : victims) {
-      if (absl::Status s = evictor_->Evict(v.pod, head, v.why); !s.ok()) {
-        spdlog::warn("fair-share eviction of {} failed: {}", v.pod.Key(), ToStd(s.message()));
-        continue;
-      }
+      spdlog::info("evicting {} of queue {}: {}", v.pod.Key(), v.queue, v.why);
+      intents_.Record(Intent{.kind = IntentKind::kEviction,
+                             .pod = v.pod,
+                             .for_pod = head,
+                             .why = v.why,
+                             .cause = "fair-share"});
       ++stats.evicted;
-      metrics_.evictions.Add("fair-share");
-      spdlog::info("evicted {} of queue {}: {}", v.pod.Key(), v.queue, v.why);
     }
   }
   stats.events = WriteWaitingEvents(clock_->Now());

@@ -20,6 +20,22 @@ bool Retryable(const absl::StatusOr<Response>& r) {
          r->status == 504;
 }
 
+// Whether a refused eviction names a PodDisruptionBudget among its causes (the API server's
+// 429 then means "not while the budget forbids it", not "too many requests").
+bool DisruptionBudgetRefusal(const Response& r) {
+  if (r.status != 429) return false;
+  const nlohmann::json j = nlohmann::json::parse(r.body, nullptr, /*allow_exceptions=*/false);
+  if (!j.is_object()) return false;
+  auto details = j.find("details");
+  if (details == j.end() || !details->is_object()) return false;
+  auto causes = details->find("causes");
+  if (causes == details->end() || !causes->is_array()) return false;
+  for (const nlohmann::json& c : *causes) {
+    if (c.is_object() && c.value("reason", "") == "DisruptionBudget") return true;
+  }
+  return false;
+}
+
 std::string EventName(std::string_view object_name, absl::Time now) {
   // The API server requires unique names; client-go's recorder uses "<object>.<hex time>".
   char hex[24];
@@ -90,10 +106,15 @@ absl::Status KubeWriter::Evict(std::string_view ns, std::string_view name, std::
                                    {"metadata", {{"name", name}, {"namespace", ns}}},
                                    {"deleteOptions", std::move(options)}};
   const std::string path = StrCat(PodPath(ns, name), "/eviction");
-  // Not retried here: a 429 is usually a disruption budget, which the caller (reclaim,
-  // preemption) must weigh rather than wait out.
+  // Not retried here: the intent worker retries what may pass. A disruption budget's 429 is
+  // reported as FailedPrecondition, as waiting does not clear it; another 429 (API priority and
+  // fairness) stays ResourceExhausted.
   absl::StatusOr<Response> r = client_->Call("POST", path, eviction.dump());
   if (!r.ok()) return r.status();
+  if (DisruptionBudgetRefusal(*r)) {
+    const absl::Status api = ApiError("POST", path, *r);
+    return absl::FailedPreconditionError(api.message());
+  }
   if (!r->ok()) return ApiError("POST", path, *r);
   return absl::OkStatus();
 }

@@ -56,8 +56,9 @@ class KubeWriter {
   /// carrying the API server's message.
   absl::Status Bind(const core::Pod& pod, std::string_view node);
 
-  /// POST pods/{name}/eviction (policy/v1), PDB-aware: a 429 means a disruption budget forbids
-  /// it now (ResourceExhausted; try later). \param grace_seconds nullopt: the pod's own.
+  /// POST pods/{name}/eviction (policy/v1), PDB-aware: a 429 whose causes name a disruption
+  /// budget is FailedPrecondition (the budget forbids it; retrying soon will not help), any other
+  /// 429 ResourceExhausted (throttled; try later). \param grace_seconds nullopt: the pod's own.
   absl::Status Evict(std::string_view ns, std::string_view name, std::string_view uid,
                      std::optional<int64_t> grace_seconds = std::nullopt);
 

@@ -1413,6 +1413,8 @@ void World::TerminateBatch(const std::vector<int>& victims, const std::string& c
 
 void World::CarryOutIntents() {
   if (!berth_) return;
+  // The Service's own intents first, on this thread: its evictor and nudger add to ours.
+  service_->DrainIntents();
   while (!intents_.binds.empty() || !intents_.evictions.empty() || !intents_.nudges.empty()) {
     Intents now;
     std::swap(now, intents_);

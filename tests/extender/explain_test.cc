@@ -306,6 +306,7 @@ TEST_CASE("explain: home pool with room, the lender pool, a reclaim under way", 
   Add(h, {MakePod("lent").Cpu("8").Annotation("berth.io/pool", "a").Node("b1").Phase("Running"),
           MakePod("b-job").Cpu("4").Annotation("berth.io/pool", "b")});
   const Verdicts v = FilterPod(h, MakePod("b-job").Cpu("4").Annotation("berth.io/pool", "b"), {"a1", "b1", "c1"});
+  h.service().DrainIntents();
   CHECK(evictor.evicted == std::vector<std::string>{"default/lent"});
   CHECK(Contains(v.Why("b1"), "room held on node b1"));
   e = Explain(h, "default/b-job");

@@ -88,7 +88,7 @@ std::vector<Sample> Simulate(const std::map<std::string, int>& arrives, int minu
     }
     if (!done.empty()) h.Apply(done);
     if (!submitted.empty()) h.Apply(submitted);
-    h.service().AdmissionTick();
+    h.Tick();
     // kube-scheduler: every waiting pod, oldest first, filtered and bound where it fits.
     std::vector<std::pair<std::string, MakePod>> order;
     for (auto& [queue, pods] : waiting) {

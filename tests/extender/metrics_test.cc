@@ -217,8 +217,14 @@ TEST_CASE("metrics: evictions of a reclaim are counted by cause", "[metrics]") {
   const MakePod mine = MakePod("b-job").Cpu("4").Annotation("berth.io/pool", "b");
   s.h().Apply(Json::array({Event("ADDED", mine.Obj())}));
   CHECK(s.Post("/filter", ArgsNames(mine.Obj(), {"a1", "b1"}).dump()) == 200);
+  // Counted when carried out, not when the filter recorded it.
+  CHECK(s.Metrics().Get(R"(berth_evictions_total{cause="reclaim"})") == 0);
+  CHECK(s.Metrics().Get(R"(berth_intents_pending{kind="eviction"})") == 1);
+  s.h().service().DrainIntents();
   const Scrape m = s.Metrics();
   CHECK(m.Get(R"(berth_evictions_total{cause="reclaim"})") == 1);
+  CHECK(m.Get(R"(berth_intents_total{kind="eviction",outcome="done"})") == 1);
+  CHECK(m.Get(R"(berth_intents_pending{kind="eviction"})") == 0);
   CHECK(m.Get("berth_reclaims_total") == 1);
   CHECK(m.Get(R"(berth_pool_borrowed{pool="a",resource="cpu"})") == 0);  // the borrower is gone
 }

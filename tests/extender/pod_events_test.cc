@@ -40,7 +40,7 @@ struct Setup {
   }
   int Tick() {
     const size_t before = sink.events.size();
-    const int n = h.service().AdmissionTick().events;
+    const int n = h.Tick().events;
     CHECK(static_cast<size_t>(n) == sink.events.size() - before);
     return n;
   }

@@ -366,7 +366,7 @@ TEST_CASE("queue: over its share, a queue loses pods past their lifetime; produc
   // Before the lifetime has passed nobody is evicted (production never is). b's job is next
   // to start and told so once.
   Later(h, absl::Minutes(5));
-  const extender::AdmissionTickStats first = h.service().AdmissionTick();
+  const extender::AdmissionTickStats first = h.Tick();
   CHECK(first.evicted == 0);
   CHECK(first.nudged == 1);
   CHECK(nudger.nudged == std::vector<std::string>{"t/b-0 (admitted by queue b)"});
@@ -376,7 +376,7 @@ TEST_CASE("queue: over its share, a queue loses pods past their lifetime; produc
   Later(h, absl::Minutes(6));
   CHECK(Queues(h)["fairShareVictims"].size() == 1);
   CHECK(Queues(h)["fairShareVictims"][0]["pod"] == "t/a-1");
-  CHECK(h.service().AdmissionTick().evicted == 1);
+  CHECK(h.Tick().evicted == 1);
   CHECK(h.model().Read()->FindPodByName("t", "a-1") == nullptr);
   CHECK(h.model().Read()->FindPodByName("t", "a-prod") != nullptr);
   // b's job is admitted now; kube-scheduler retries it on the victim's deletion by itself.
@@ -385,7 +385,7 @@ TEST_CASE("queue: over its share, a queue loses pods past their lifetime; produc
   CHECK(FilterPod(h, wants, nodes).fit == std::vector<std::string>{"n-1"});
   // A queue at or under its share loses nothing: b is at its share now.
   Later(h, absl::Hours(1));
-  CHECK(h.service().AdmissionTick().evicted == 0);
+  CHECK(h.Tick().evicted == 0);
 }
 
 TEST_CASE("queue: jobs that become admitted are nudged once; gang members when room is reserved", "[queue]") {
@@ -397,16 +397,16 @@ TEST_CASE("queue: jobs that become admitted are nudged once; gang members when r
   Add(h, {big, Job(h, "w1", "", "1", absl::Minutes(3)), Job(h, "w2", "", "1", absl::Minutes(2)),
           Job(h, "w3", "", "1", absl::Minutes(1))});
   // The head passes admission (so kube-scheduler can preempt for it): it is nudged once.
-  CHECK(h.service().AdmissionTick().nudged == 1);
+  CHECK(h.Tick().nudged == 1);
   CHECK(nudger.nudged == std::vector<std::string>{"t/w1 (admitted by queue default)"});
   Later(h);
-  CHECK(h.service().AdmissionTick().nudged == 0);
+  CHECK(h.Tick().nudged == 0);
   // Room frees: w1 and w2 are admitted and w3 is next; w1 was let through already, so only
   // the other two are nudged.
   Remove(h, big);
   Later(h);
   nudger.nudged.clear();
-  CHECK(h.service().AdmissionTick().nudged == 2);
+  CHECK(h.Tick().nudged == 2);
   CHECK(nudger.nudged == std::vector<std::string>{"t/w2 (admitted by queue default)",
                                                   "t/w3 (admitted by queue default)"});
 
@@ -420,7 +420,7 @@ TEST_CASE("queue: jobs that become admitted are nudged once; gang members when r
   const MakePod m1 = Job(g, "gang-1", "", "1").Label("scheduling.x-k8s.io/pod-group", "gang");
   Add(g, {m0, m1});
   CHECK(FilterPod(g, m0, gnodes).fit.size() == 1);
-  CHECK(g.service().AdmissionTick().nudged == 1);
+  CHECK(g.Tick().nudged == 1);
   CHECK(gn.nudged == std::vector<std::string>{"t/gang-1 (room reserved for its gang)"});
 }
 
@@ -465,7 +465,7 @@ TEST_CASE("queue: an unreadable lifetime is never preemptible and is said so", "
   CHECK(QueueInfo(h, "default")["share"].get<double>() > QueueInfo(h, "default")["fairShare"].get<double>());
   CHECK(Queues(h)["next"] == "t/b-job");
   CHECK(Queues(h)["fairShareVictims"].empty());
-  CHECK(h.service().AdmissionTick().evicted == 0);
+  CHECK(h.Tick().evicted == 0);
   // A waiting job with an unreadable lifetime says so in /debug/queues.
   Add(h, {Job(h, "odd-waiting", "b", "1").Annotation("berth.io/lifetime", "forever")});
   CHECK(Contains(JobInfo(h, "t/odd-waiting")["warning"].get<std::string>(),

@@ -52,16 +52,6 @@ std::set<std::string> PodNames(Harness& h) {
   return out;
 }
 
-// The room /debug/nodes shows held on a node, in CPUs ("" when none).
-std::string HeldCpu(Harness& h, const std::string& node) {
-  const Json nodes = ParseReply(h.service().DebugNodes(false))["nodes"];
-  for (const Json& n : nodes) {
-    if (n["name"] == node) return n["held"].value("cpu", "");
-  }
-  FAIL("no node " << node);
-  return "";
-}
-
 // An evictor that behaves like the API server with a grace period: the victim is marked
 // terminating (metadata.deletionTimestamp) and stays until the test deletes it; evictions of
 // pods in `blocked` fail as a PodDisruptionBudget would make them.
@@ -71,7 +61,8 @@ class GracefulEvictor final : public extender::EvictorInterface {
   absl::Status Evict(const core::Pod& victim, const core::Pod&, std::string_view) override {
     evicted.push_back(victim.name.str());
     if (blocked.contains(victim.name.str())) {
-      return absl::ResourceExhaustedError("Cannot evict pod as it would violate the pod's disruption budget.");
+      // As the Kubernetes evictor reports a disruption budget's refusal.
+      return absl::FailedPreconditionError("Cannot evict pod as it would violate the pod's disruption budget.");
     }
     terminating.push_back(victim.name.str());
     return absl::OkStatus();
@@ -94,8 +85,15 @@ TEST_CASE("reclaim: borrowers are evicted for an in-pool pod, which binds in the
   const MakePod mine = InPool("b-job", "team-b", "4").Priority(0);
   h.Apply(Json::array({Event("ADDED", mine.Obj())}));
 
+  // The filter holds the room and records the eviction; it answers with the reclaim.
+  const Verdicts first = FilterPod(h, mine, kAll);
+  CHECK(first.fit.empty());
+  CHECK(Contains(first.Why("b1"), "reclaim in pool team-b: room held on node b1"));
+  CHECK(PodNames(h).contains("borrow-1"));
+  // The standalone evictor removes the victim when the intent is carried out: the pod fits in
+  // its home pool, on the one node reclaimed.
+  CHECK(h.service().DrainIntents() == 1);
   const Verdicts v = FilterPod(h, mine, kAll);
-  // Standalone mode evicts at once: the pod fits in its home pool, on the one node reclaimed.
   CHECK(v.fit == std::vector<std::string>{"b1"});
   CHECK(Contains(v.Why("a1"), "home pool team-b"));
   CHECK(Contains(v.Why("d1"), "home pool team-b"));
@@ -110,6 +108,7 @@ TEST_CASE("reclaim: borrowers are evicted for an in-pool pod, which binds in the
   CHECK(o.fit.empty());
 
   // Not being able to go to b1, it reclaimed b2 for itself.
+  h.service().DrainIntents();
   CHECK_FALSE(PodNames(h).contains("borrow-2"));
   CHECK(HeldCpu(h, "b2") == "5");
 
@@ -139,6 +138,7 @@ TEST_CASE("reclaim: filter names the reclaim while victims leave; the room is he
   h.Apply(Json::array({Event("ADDED", mine.Obj())}));
 
   Verdicts v = FilterPod(h, mine, kAll);
+  h.service().DrainIntents();
   REQUIRE(evictor.evicted == std::vector<std::string>{"borrow-1"});
   CHECK(v.fit.empty());
   CHECK(v.failed.empty());  // unresolvable: kube-scheduler must not preempt on top of berth
@@ -153,6 +153,7 @@ TEST_CASE("reclaim: filter names the reclaim while victims leave; the room is he
   terminating["metadata"]["deletionTimestamp"] = "2026-11-21T10:00:00Z";
   h.Apply(Json::array({Event("MODIFIED", terminating)}));
   v = FilterPod(h, mine, kAll);
+  h.service().DrainIntents();
   CHECK(v.fit.empty());
   CHECK(evictor.evicted.size() == 1);
   CHECK(Contains(v.Why("b2"), "room held on node b1"));
@@ -166,6 +167,7 @@ TEST_CASE("reclaim: filter names the reclaim while victims leave; the room is he
   h.Apply(Json::array({Event("ADDED", other.Obj())}));
   const Verdicts o = FilterPod(h, other, {"b1"});
   CHECK(o.fit.empty());
+  h.service().DrainIntents();
   // (it started a reclaim of its own on b2, which does not touch b1)
   CHECK(evictor.evicted == std::vector<std::string>{"borrow-1", "borrow-2"});
 
@@ -198,12 +200,18 @@ TEST_CASE("reclaim: a blocked eviction releases the room and the pod may borrow"
                        Running(InPool("borrow-2", "team-a", "6"), "b2")}));
   const MakePod mine = InPool("b-job", "team-b", "4");
   h.Apply(Json::array({Event("ADDED", mine.Obj())}));
-  const Verdicts v = FilterPod(h, mine, kAll);
+  // The filter holds room on b1 and answers with the reclaim; the refused eviction undoes it.
+  CHECK(FilterPod(h, mine, kAll).fit.empty());
+  CHECK(HeldCpu(h, "b1") == "4");
+  h.service().DrainIntents();
   CHECK(evictor.evicted.size() == 1);
   CHECK(HeldCpu(h, "b1") == "");
   CHECK(HeldCpu(h, "b2") == "");
   // Nothing is held, and the eviction failed: the pod borrows instead (seed 004), from the
   // pool with most free room (team-a's 16 CPUs over the default pool's 8).
+  const Verdicts v = FilterPod(h, mine, kAll);
+  h.service().DrainIntents();
+  CHECK(evictor.evicted.size() == 1);  // no second reclaim while it may borrow
   CHECK(v.fit == std::vector<std::string>{"a1", "a2"});
   CHECK(Contains(v.Why("d1"), "borrowing from pool team-a"));
 }
@@ -216,7 +224,7 @@ TEST_CASE("reclaim: victims in the seed's order", "[pools][reclaim]") {
                          Running(InPool("borrower-high", "team-a", "6").Priority(5000), "b2")}));
     const MakePod mine = InPool("b-job", "team-b", "4").Priority(100);
     h.Apply(Json::array({Event("ADDED", mine.Obj())}));
-    CHECK(FilterPod(h, mine, kAll).fit == std::vector<std::string>{"b2"});
+    CHECK(FilterSettled(h, mine, kAll).fit == std::vector<std::string>{"b2"});
     const std::set<std::string> left = PodNames(h);
     CHECK(left.contains("own-low"));
     CHECK_FALSE(left.contains("borrower-high"));
@@ -231,7 +239,7 @@ TEST_CASE("reclaim: victims in the seed's order", "[pools][reclaim]") {
                          Running(InPool("z-20", "team-a", "3").Priority(20), "b2")}));
     const MakePod mine = InPool("b-job", "team-b", "4");
     h.Apply(Json::array({Event("ADDED", mine.Obj())}));
-    CHECK(FilterPod(h, mine, kAll).fit == std::vector<std::string>{"b2"});
+    CHECK(FilterSettled(h, mine, kAll).fit == std::vector<std::string>{"b2"});
     const std::set<std::string> left = PodNames(h);
     CHECK(left.contains("x-500"));
     CHECK(left.contains("z-20"));
@@ -247,7 +255,7 @@ TEST_CASE("reclaim: victims in the seed's order", "[pools][reclaim]") {
                          Running(InPool("fill-d1", "default", "8").Priority(100), "d1")}));
     const MakePod mine = InPool("b-job", "team-b", "4").Priority(100);
     h.Apply(Json::array({Event("ADDED", mine.Obj())}));
-    CHECK(FilterPod(h, mine, kAll).fit == std::vector<std::string>{"b1"});
+    CHECK(FilterSettled(h, mine, kAll).fit == std::vector<std::string>{"b1"});
     const std::set<std::string> left = PodNames(h);
     CHECK_FALSE(left.contains("own-low"));
     CHECK(left.contains("own-same"));  // equal priority is never a victim
@@ -259,13 +267,13 @@ TEST_CASE("reclaim: victims in the seed's order", "[pools][reclaim]") {
                          Running(InPool("borrower", "team-a", "6").Priority(5000), "b2")}));
     const MakePod mine = InPool("b-job", "team-b", "4").Priority(100);
     h.Apply(Json::array({Event("ADDED", mine.Obj())}));
-    CHECK(FilterPod(h, mine, kAll).fit == std::vector<std::string>{"b2"});
+    CHECK(FilterSettled(h, mine, kAll).fit == std::vector<std::string>{"b2"});
     CHECK(PodNames(h).contains("own-low"));
     // With no borrower left, the in-pool pod is safe: the next pod borrows instead.
     const MakePod next = InPool("b-next", "team-b", "5").Priority(100);
     h.Apply(Json::array({Event("ADDED", next.Obj())}));
     BindOk(h, mine, "b2");
-    const Verdicts v = FilterPod(h, next, kAll);
+    const Verdicts v = FilterSettled(h, next, kAll);
     CHECK(PodNames(h).contains("own-low"));
     CHECK(v.fit == std::vector<std::string>{"a1", "a2"});  // it borrows team-a's room
   }
@@ -279,7 +287,7 @@ TEST_CASE("reclaim: victims in the seed's order", "[pools][reclaim]") {
                          Running(InPool("fill-d1", "default", "8"), "d1")}));
     const MakePod mine = InPool("b-job", "team-b", "4");
     h.Apply(Json::array({Event("ADDED", mine.Obj())}));
-    const Verdicts v = FilterPod(h, mine, kAll);
+    const Verdicts v = FilterSettled(h, mine, kAll);
     CHECK(v.fit.empty());
     CHECK(PodNames(h).size() == 6);
     CHECK(HeldCpu(h, "b1") == "");
@@ -318,7 +326,7 @@ TEST_CASE("seed story: CPU jobs use GPU nodes' CPU only while no GPU job needs i
   const MakePod train = MakePod("train").Namespace("ml").Uid("train").Annotation("berth.io/pool", "gpu")
                             .Cpu("24").Memory("64Gi").Gpu(8);
   h.Apply(Json::array({Event("ADDED", train.Obj())}));
-  CHECK(FilterPod(h, train, nodes).fit == std::vector<std::string>{"g1"});
+  CHECK(FilterSettled(h, train, nodes).fit == std::vector<std::string>{"g1"});
   BindOk(h, train, "g1");
   const std::set<std::string> left = PodNames(h);
   CHECK((left.contains("etl-3") != left.contains("etl-4")));  // 32 - 24 leaves room for one
@@ -362,7 +370,7 @@ TEST_CASE("seed story: 1-GPU jobs use 8-GPU machines only while no 8-GPU job wai
   const MakePod big = MakePod("big-train").Namespace("ml").Uid("big-train").Annotation("berth.io/pool", "gpu8")
                           .Cpu("32").Memory("256Gi").Gpu(8);
   h.Apply(Json::array({Event("ADDED", big.Obj())}));
-  const Verdicts v = FilterPod(h, big, nodes);
+  const Verdicts v = FilterSettled(h, big, nodes);
   CHECK(v.fit == std::vector<std::string>{"big-2"});
   BindOk(h, big, "big-2");
   CHECK(PodNames(h).size() == 13 + 1 - 4);
@@ -404,7 +412,7 @@ TEST_CASE("seed story: team A uses team B's idle pool and gives it back when B's
   for (int i = 1; i <= 2; ++i) {
     const MakePod b = InPool(StrCat("b-", i), "team-b", "6").Priority(-10);
     h.Apply(Json::array({Event("ADDED", b.Obj())}));
-    const Verdicts v = FilterPod(h, b, kAll);
+    const Verdicts v = FilterSettled(h, b, kAll);
     REQUIRE(v.fit.size() == 1);
     CHECK(v.fit[0].rfind("b", 0) == 0);
     BindOk(h, b, v.fit[0]);
@@ -416,7 +424,7 @@ TEST_CASE("seed story: team A uses team B's idle pool and gives it back when B's
   // Team A's evicted pods come back to their own queue: nowhere to go, they wait at home.
   const MakePod again = InPool("a-3-again", "team-a", "8");
   h.Apply(Json::array({Event("ADDED", again.Obj())}));
-  const Verdicts v = FilterPod(h, again, kAll);
+  const Verdicts v = FilterSettled(h, again, kAll);
   CHECK(v.fit.empty());
   CHECK(PodNames(h).contains("b-1"));
   CHECK(PodNames(h).contains("b-2"));

@@ -40,6 +40,12 @@ nlohmann::json Harness::Prioritize(const nlohmann::json& args) {
 }
 nlohmann::json Harness::Bind(const nlohmann::json& args) { return Ok(service_->Bind(args.dump())); }
 nlohmann::json Harness::Preempt(const nlohmann::json& args) { return Ok(service_->Preempt(args.dump())); }
+extender::AdmissionTickStats Harness::Tick() {
+  const extender::AdmissionTickStats stats = service_->AdmissionTick();
+  service_->DrainIntents();
+  return stats;
+}
+
 nlohmann::json Harness::Snapshot() { return Ok(service_->DebugSnapshot(false)); }
 
 }  // namespace berth::testing

@@ -30,6 +30,9 @@ class Harness {
   nlohmann::json Prioritize(const nlohmann::json& args);
   nlohmann::json Bind(const nlohmann::json& args);
   nlohmann::json Preempt(const nlohmann::json& args);
+  /// The admission tick as `berth serve` runs it, with the intents it recorded (nudges,
+  /// evictions, Events) carried out before it returns.
+  extender::AdmissionTickStats Tick();
   /// The model as /debug/snapshot prints it (a List).
   nlohmann::json Snapshot();
 

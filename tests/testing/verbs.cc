@@ -29,6 +29,23 @@ Verdicts FilterPod(Harness& h, const MakePod& pod, const std::vector<std::string
   return v;
 }
 
+Verdicts FilterSettled(Harness& h, const MakePod& pod, const std::vector<std::string>& nodes) {
+  Verdicts v = FilterPod(h, pod, nodes);
+  for (int round = 0; round < 3 && h.service().DrainIntents() > 0; ++round) {
+    v = FilterPod(h, pod, nodes);
+  }
+  return v;
+}
+
+std::string HeldCpu(Harness& h, const std::string& node) {
+  const Json nodes = ParseReply(h.service().DebugNodes(false))["nodes"];
+  for (const Json& n : nodes) {
+    if (n["name"] == node) return n["held"].value("cpu", "");
+  }
+  FAIL("no node " << node);
+  return "";
+}
+
 std::string BindError(Harness& h, const MakePod& pod, const std::string& node) {
   const Json r = h.Bind(BindArgs(pod, node));
   if (!r.contains("Error") || r["Error"].is_null()) return "";

@@ -23,11 +23,20 @@ struct Verdicts {
 /// POST /filter for `pod` over node names; REQUIREs an answer without Error.
 Verdicts FilterPod(Harness& h, const MakePod& pod, const std::vector<std::string>& nodes);
 
+/// FilterPod as kube-scheduler retries it while berth's side effects land: after each answer the
+/// intents it recorded (a reclaim's evictions) are carried out, and the pod is filtered again,
+/// until an answer records none (at most a few rounds). \return the last answer.
+Verdicts FilterSettled(Harness& h, const MakePod& pod, const std::vector<std::string>& nodes);
+
 /// POST /bind; CHECKs that it succeeded.
 void BindOk(Harness& h, const MakePod& pod, const std::string& node);
 
 /// POST /bind; \return the Error ("" on success).
 std::string BindError(Harness& h, const MakePod& pod, const std::string& node);
+
+/// The room /debug/nodes shows held on a node (reclaims, gang reservations), in CPUs; "" when
+/// none. FAILs for a node berth does not know.
+std::string HeldCpu(Harness& h, const std::string& node);
 
 bool Contains(const std::string& haystack, const std::string& needle);
 

@@ -279,8 +279,9 @@ TEST_CASE("kubernetes mode: evictions, events and annotation patches", "[kuberne
   SECTION("an eviction a disruption budget forbids") {
     api.SetEvictionBlocked("web", "frontend", true);
     absl::Status s = writer.Evict("web", "frontend", uid);
-    CHECK(s.code() == absl::StatusCode::kResourceExhausted);
+    CHECK(s.code() == absl::StatusCode::kFailedPrecondition);
     CHECK_THAT(std::string(s.message()), Catch::Contains("429"));
+    CHECK_THAT(std::string(s.message()), Catch::Contains("disruption budget"));
     CHECK(api.Get("pods", "web", "frontend").has_value());
   }
   SECTION("events: events.k8s.io, or core Events when it is not served") {

@@ -39,6 +39,7 @@ TEST_CASE("kubernetes mode: an admitted job is nudged by an annotation patch, on
   // "first" is next to start (it goes on to the node filters, where kube-scheduler may preempt
   // for it): nudged. "second" waits behind it, untouched.
   CHECK(berth.service().AdmissionTick().nudged == 1);
+  berth.service().DrainIntents();
   CHECK_FALSE(AdmittedMark(api, "first").empty());
   CHECK(AdmittedMark(api, "second").empty());
   const std::vector<Json> patches = api.patches();
@@ -67,6 +68,7 @@ TEST_CASE("kubernetes mode: an admitted job is nudged by an annotation patch, on
     return view->FindPodByName("ml", "big") == nullptr;
   }));
   CHECK(berth.service().AdmissionTick().nudged == 1);
+  berth.service().DrainIntents();
   CHECK_FALSE(AdmittedMark(api, "second").empty());
 }
 
@@ -84,6 +86,7 @@ TEST_CASE("kubernetes mode: why a pod waits is an Event on it, written once", "[
   }
   CHECK(berth.service().AdmissionTick().events == 1);
   CHECK(berth.service().AdmissionTick().events == 0);
+  berth.service().DrainIntents();
   int found = 0;
   for (const Json& e : api.events()) {
     if (e.value("reason", "") != "QueueWaiting") continue;
