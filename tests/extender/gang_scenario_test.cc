@@ -52,16 +52,6 @@ std::vector<std::string> AddNodes(Harness& h, const std::string& prefix, int n) 
   return names;
 }
 
-// The gang as /debug/gangs shows it.
-Json GangInfo(Harness& h, const std::string& name) {
-  const Json all = ParseReply(h.service().DebugGangs(false));
-  for (const Json& g : all["gangs"]) {
-    if (g["name"] == name) return g;
-  }
-  FAIL("no gang " << name << " in " << all.dump());
-  return Json();
-}
-
 // Filters `pod` and binds it where berth lets it go. \return the node, or "" when it waits.
 std::string FilterAndBind(Harness& h, const MakePod& pod, const std::vector<std::string>& nodes) {
   const Verdicts v = FilterPod(h, pod, nodes);

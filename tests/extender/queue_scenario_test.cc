@@ -70,15 +70,6 @@ Json QueueInfo(Harness& h, const std::string& name) {
   return Json();
 }
 
-Json JobInfo(Harness& h, const std::string& key) {
-  const Json all = Queues(h);
-  for (const Json& j : all["jobs"]) {
-    if (j["job"] == key) return j;
-  }
-  FAIL("no job " << key << " in " << all.dump());
-  return Json();
-}
-
 // The jobs of the plan in admission order, as "key:state".
 std::vector<std::string> Order(Harness& h) {
   std::vector<std::string> out;

@@ -122,6 +122,10 @@ Json Event(const std::string& type, const Json& object) {
   return {{"type", type}, {"object", object}};
 }
 
+Json RunningOn(MakePod pod, const std::string& node) {
+  return Event("ADDED", pod.Node(node).Phase("Running").Obj());
+}
+
 Json List(const std::vector<Json>& items) {
   return {{"apiVersion", "v1"}, {"kind", "List"}, {"metadata", Json::object()}, {"items", items}};
 }

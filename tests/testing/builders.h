@@ -59,6 +59,10 @@ class MakePod {
   MakePod& Priority(int32_t p);
   MakePod& Label(const std::string& key, std::string value);
   MakePod& Annotation(const std::string& key, std::string value);
+  /// Home pool: annotation berth.io/pool.
+  MakePod& Pool(std::string pool) { return Annotation("berth.io/pool", std::move(pool)); }
+  /// Gang membership: label scheduling.x-k8s.io/pod-group.
+  MakePod& Gang(std::string gang) { return Label("scheduling.x-k8s.io/pod-group", std::move(gang)); }
   /// metadata.creationTimestamp and status.startTime, RFC 3339 ("2026-01-01T00:00:00Z").
   MakePod& Created(std::string rfc3339);
   MakePod& Started(std::string rfc3339);
@@ -73,6 +77,8 @@ class MakePod {
 
 /// A watch event {"type": TYPE, "object": OBJ}.
 Json Event(const std::string& type, const Json& object);
+/// The ADDED event of `pod` already running on `node`.
+Json RunningOn(MakePod pod, const std::string& node);
 /// A Kubernetes List of objects.
 Json List(const std::vector<Json>& items);
 

@@ -62,4 +62,77 @@ bool Contains(const std::string& haystack, const std::string& needle) {
   return haystack.find(needle) != std::string::npos;
 }
 
+void AddObjects(Harness& h, const std::vector<Json>& objects) {
+  Json events = Json::array();
+  for (const Json& o : objects) events.push_back(Event("ADDED", o));
+  h.Apply(events);
+}
+
+void SettleSideEffects(Harness& h) { (void)h; }
+
+namespace {
+// /debug/pods answers an array or {"pods": [...]}.
+Json DebugPodList(Harness& h) {
+  const Json pods = ParseReply(h.service().DebugPods(false, true));
+  return pods.is_array() ? pods : pods["pods"];
+}
+
+// The element of `list` whose `field` is `value`, or null.
+Json Find(const Json& list, const char* field, const std::string& value) {
+  for (const Json& e : list) {
+    if (e.contains(field) && e[field] == value) return e;
+  }
+  return Json();
+}
+}  // namespace
+
+std::set<std::string> PodKeys(Harness& h) {
+  std::set<std::string> out;
+  for (const Json& p : DebugPodList(h)) {
+    out.insert(p["namespace"].get<std::string>() + "/" + p["name"].get<std::string>());
+  }
+  return out;
+}
+
+std::set<std::string> EvictedSince(Harness& h, const std::set<std::string>& before) {
+  SettleSideEffects(h);
+  const std::set<std::string> now = PodKeys(h);
+  std::set<std::string> gone;
+  for (const std::string& k : before) {
+    if (!now.contains(k)) gone.insert(k);
+  }
+  return gone;
+}
+
+Json PodInfo(Harness& h, const std::string& key) {
+  for (const Json& p : DebugPodList(h)) {
+    if (p["namespace"].get<std::string>() + "/" + p["name"].get<std::string>() == key) return p;
+  }
+  FAIL("no pod " << key << " in /debug/pods");
+  return Json();
+}
+
+Json GangInfo(Harness& h, const std::string& name) {
+  const Json all = ParseReply(h.service().DebugGangs(false));
+  const Json g = Find(all["gangs"], "name", name);
+  if (g.is_null()) FAIL("no gang " << name << " in " << all.dump());
+  return g;
+}
+
+Json QueueJobs(Harness& h) { return ParseReply(h.service().DebugQueues(false))["jobs"]; }
+
+Json JobInfo(Harness& h, const std::string& key) {
+  const Json jobs = QueueJobs(h);
+  const Json j = Find(jobs, "job", key);
+  if (j.is_null()) FAIL("no job " << key << " in /debug/queues: " << jobs.dump());
+  return j;
+}
+
+Json ExplainJson(Harness& h, const std::string& key) {
+  const extender::Reply r = h.service().DebugExplain(key, false);
+  INFO("explain " << key << ": " << r.body);
+  REQUIRE(r.status == 200);
+  return ParseReply(r);
+}
+
 }  // namespace berth::testing

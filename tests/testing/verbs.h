@@ -3,6 +3,7 @@
 // Verb calls as kube-scheduler makes them, with their answers decoded for assertions.
 
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -39,5 +40,39 @@ std::string BindError(Harness& h, const MakePod& pod, const std::string& node);
 std::string HeldCpu(Harness& h, const std::string& node);
 
 bool Contains(const std::string& haystack, const std::string& needle);
+
+/// POSTs an ADDED event for every object, in one request.
+void AddObjects(Harness& h, const std::vector<Json>& objects);
+
+// ---- side effects ----------------------------------------------------------------------------
+
+/// Lets the side effects the verbs decided so far (evictions) be carried out. Standalone
+/// berth evicts before the verb answers, so there is nothing to wait for today; should the
+/// Service hand them to a worker, this is where a test drains it. Tests that expect
+/// evictions to have happened read them through EvictedSince, which calls this.
+void SettleSideEffects(Harness& h);
+
+/// "ns/name" of every pod berth's model holds (GET /debug/pods?all).
+std::set<std::string> PodKeys(Harness& h);
+
+/// The pods of `before` (PodKeys taken earlier) that are gone once side effects settle.
+std::set<std::string> EvictedSince(Harness& h, const std::set<std::string>& before);
+
+// ---- what the debug endpoints show -----------------------------------------------------------
+
+/// The pod as GET /debug/pods shows it ("ns/name"); FAILs when it is not there.
+Json PodInfo(Harness& h, const std::string& key);
+
+/// The gang as GET /debug/gangs shows it (by name); FAILs when it is not there.
+Json GangInfo(Harness& h, const std::string& name);
+
+/// The waiting jobs of GET /debug/queues, in admission order.
+Json QueueJobs(Harness& h);
+
+/// The job ("ns/name" of a pod or gang) as GET /debug/queues lists it; FAILs when absent.
+Json JobInfo(Harness& h, const std::string& key);
+
+/// GET /debug/explain?pod=KEY as JSON; REQUIREs a 200.
+Json ExplainJson(Harness& h, const std::string& key);
 
 }  // namespace berth::testing
