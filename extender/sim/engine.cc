@@ -847,7 +847,12 @@ void World::RemovePod(int p) {
     if (it != n.pods.end()) { *it = n.pods.back(); n.pods.pop_back(); }
     CountOnNode(p, node, -1);
   }
-  ToBerth(core::PodDelete{.uid = pod.pod.uid.str(), .ns = pod.pod.ns.str(), .name = pod.pod.name.str()});
+  // A pod that finished leaves the pod watch as a real API server's field selector makes it
+  // (berth's reflector reads it back and marks the delete as a success).
+  ToBerth(core::PodDelete{.uid = pod.pod.uid.str(),
+                          .ns = pod.pod.ns.str(),
+                          .name = pod.pod.name.str(),
+                          .succeeded = pod.pod.phase == core::PodPhase::kSucceeded});
   if (node >= 0) CheckNode(node);
   pod.json.clear();
   pod.json.shrink_to_fit();

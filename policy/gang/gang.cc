@@ -392,11 +392,18 @@ std::string FormatFulfillment(double f) { return absl::StrFormat("%.2f", f); }
 
 }  // namespace
 
-std::optional<int> ElasticSlack(const core::ClusterState& state, const core::Pod& pod) {
-  const auto key = GangOf(pod);
-  if (!key) return std::nullopt;
+bool IsElasticMember(const core::ClusterState& state, const core::PodState& pod) {
+  const auto key = GangOf(pod.pod);
+  if (!key) return false;
   const GangView g = ViewGang(state, key->first, key->second, GangConfig{});
-  return std::max(0, g.placed() - g.min_member);
+  const int extra = g.placed() - g.min_member;
+  if (extra <= 0) return false;
+  std::vector<const core::PodState*> newest = g.bound;
+  std::sort(newest.begin(), newest.end(), [](const auto* a, const auto* b) {
+    return std::tie(b->pod.creation, b->pod.name) < std::tie(a->pod.creation, a->pod.name);
+  });
+  const auto it = std::find(newest.begin(), newest.end(), &pod);
+  return it != newest.end() && it - newest.begin() < extra;
 }
 
 std::vector<core::NodeSlot> PlacedNodes(const core::ClusterState& state, const GangView& gang,

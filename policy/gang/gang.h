@@ -149,9 +149,10 @@ class GangPlanner {
   TopologyCache topology_;
 };
 
-/// How many members of the pod's gang may leave without taking it below its minimum (its
-/// placed elastic members), or nullopt for a pod of no gang.
-std::optional<int> ElasticSlack(const core::ClusterState& state, const core::Pod& pod);
+/// Whether a bound member of a gang is one of its elastic members: the gang has more members
+/// placed than its minimum, and this one is among the newest that many beyond it (the members
+/// the gang planner takes back first). False for a pod of no gang.
+bool IsElasticMember(const core::ClusterState& state, const core::PodState& pod);
 /// The gang of a pod as (namespace, name), or nullopt.
 std::optional<std::pair<std::string_view, std::string_view>> GangOf(const core::Pod& pod);
 

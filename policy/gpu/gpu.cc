@@ -80,6 +80,10 @@ Reserve CheckReserve(const CycleContext& ctx, const core::NodeState& node, core:
   r.want = pod.request.Get(id);
   if (r.want <= 0 || per_gpu <= 0) return r;
   r.free = ctx.FreeOf(node, id);
+  // Room held for this very pod is its own, not taken.
+  if (const core::ResourceVector* own = ctx.state.OwnReservation(pod.uid, node)) {
+    r.free = core::SaturatingAdd(r.free, own->Get(id));
+  }
   r.reserved = core::SaturatingMul(free_gpus, per_gpu);
   r.is_short = r.want > core::SaturatingSub(r.free, r.reserved);
   return r;

@@ -238,6 +238,9 @@ NodeVerdict PoolsFilter::Filter(const CycleContext& ctx, const core::NodeState& 
   }
   const PoolId pool = map.PoolOf(node.slot);
   if (pool == *plan->home) return NodeVerdict::Ok();
+  // Room held for this pod (a gang member's planned place) was given by these rules when it was
+  // planned; the lender is not chosen again, or the gang's own reservations would move it.
+  if (ctx.state.OwnReservation(ctx.pod.uid, node) != nullptr) return NodeVerdict::Ok();
   if (!plan->borrowing) plan->borrowing = DecideBorrowing(ctx, *plan);
   const Plan::Borrowing& borrowing = *plan->borrowing;
   const std::string& pool_name = map.pool(pool).name;
@@ -374,9 +377,8 @@ std::vector<const core::PodState*> ReclaimCandidates(const core::ClusterState& s
     if (r.node == node.slot) evicted.insert(r.evicted.begin(), r.evicted.end());
   });
   std::vector<std::pair<VictimRank, const core::PodState*>> candidates;
-  // Members of a gang may go only down to its minimum (elastic members); the rest of a gang is
-  // never a reclaim victim (docs/decisions.md, "elastic x reclaim").
-  std::vector<std::pair<std::string, int>> slack;
+  // Members of a gang may go only down to its minimum (its elastic members); the rest of a gang
+  // is never a reclaim victim (docs/decisions.md, "elastic x reclaim").
   for (core::PodSlot slot : node.pods) {
     const core::PodState& p = state.pod(slot);
     if (p.pod.terminating || (!evicted.empty() && evicted.contains(p.pod.Key()))) {
@@ -395,13 +397,7 @@ std::vector<const core::PodState*> ReclaimCandidates(const core::ClusterState& s
   std::stable_sort(candidates.begin(), candidates.end(),
                    [](const auto& a, const auto& b) { return a.first < b.first; });
   for (const auto& [rank, p] : candidates) {
-    if (const std::optional<int> left = ElasticSlack(state, p->pod)) {
-      const std::string gang = std::string(core::GangNameOf(p->pod));
-      auto it = std::find_if(slack.begin(), slack.end(), [&](const auto& e) { return e.first == gang; });
-      if (it == slack.end()) it = slack.insert(slack.end(), {gang, *left});
-      if (it->second <= 0) continue;
-      --it->second;
-    }
+    if (GangOf(p->pod).has_value() && !IsElasticMember(state, *p)) continue;
     out.push_back(p);
   }
   return out;

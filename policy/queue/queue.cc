@@ -102,7 +102,9 @@ size_t AdmissionPlan::admitted() const {
 }
 
 NodeVerdict AdmissionPlan::VerdictFor(const PlannedJob& job) const {
-  if (PassesAdmission(job.state)) return NodeVerdict::Ok();
+  // A gang next to start that the planner could place only in room given to jobs before it
+  // waits whole: its members would otherwise reserve that room.
+  if (PassesAdmission(job.state) && !job.wait_whole) return NodeVerdict::Ok();
   NodeVerdict v;
   v.fit = Fit::kUnresolvable;
   switch (job.state) {
@@ -643,6 +645,22 @@ std::shared_ptr<const AdmissionPlan> FairShare::Make(const core::ClusterState& s
   // whose admission leaves its queue with the smallest flow per weight.
   Sim sim(state, pipeline_ != nullptr ? pipeline_->Eligibility(state, now) : EligibleFn());
   int reclaim_checks = 0;
+  int gang_checks = 0;
+  const GangPlanner* planner = pipeline_ != nullptr ? pipeline_->gangs() : nullptr;
+  // For a gang, the gang planner's answer on the model as it is (topology, pool rules, GPU
+  // reserve, reclaim of its pool): nullopt when not asked (no planner, or over the cap).
+  auto gang_outcome = [&](const Draft& d) -> std::optional<GangOutcome> {
+    if (planner == nullptr || !d.job.gang || d.start.empty() || gang_checks >= kMaxReclaimChecks) {
+      return std::nullopt;
+    }
+    const auto key = GangOf(d.start[0]->pod);
+    if (!key) return std::nullopt;
+    ++gang_checks;
+    const GangView g = ViewGang(state, key->first, key->second, planner->config());
+    const CycleContext ctx{.state = state, .pod = d.start[0]->pod, .now = now, .explain = false,
+                           .pipeline = pipeline_};
+    return planner->PlanAdmission(ctx, g, pipeline_->Eligibility(state, now));
+  };
   // Whether a job that does not fit could start by reclaiming its home pool (evicting borrowers,
   // or lower-priority pods where its pool allows preemption): asked of the reclaim modules'
   // what-if, for single pods of named pools, at most kMaxReclaimChecks per plan.
@@ -688,7 +706,13 @@ std::shared_ptr<const AdmissionPlan> FairShare::Make(const core::ClusterState& s
     // They bind when a job could start: a job without room waits for room first (its queue's
     // usage when room comes is not known now), and is checked again then.
     const std::optional<std::vector<size_t>> room = sim.Find(d.start, /*respect_kept=*/true);
-    const bool fits = room.has_value();
+    // A gang fits only where the gang planner can place its minimum (max-hops included); when the
+    // room is short but the planner can take it back (its pool's borrowers, elastic members of
+    // other gangs), it may reclaim.
+    const std::optional<GangOutcome> gang = gang_outcome(d);
+    const bool fits = room.has_value() && (!gang || gang->plan.has_value());
+    const bool gang_reclaims =
+        !room.has_value() && gang && gang->plan && !gang->plan->victims.empty();
     double charge = 0;
     if (!fits) {
       // Room decides.
@@ -740,7 +764,7 @@ std::shared_ptr<const AdmissionPlan> FairShare::Make(const core::ClusterState& s
       j.why = StrCat("no node could ever take ", Needs(state, j));
       return;
     }
-    if (may_reclaim(d)) {
+    if (gang_reclaims || may_reclaim(d)) {
       j.state = JobState::kMayPreempt;
       j.why = StrCat("no free room for ", Needs(state, j),
                      "; may reclaim room in its pool from borrowers or lower-priority pods");
@@ -750,9 +774,17 @@ std::shared_ptr<const AdmissionPlan> FairShare::Make(const core::ClusterState& s
     if (head == nullptr) {
       head = &d;
       j.state = JobState::kHead;
-      j.why = StrCat("next to start: waits for room for ", Needs(state, j));
+      // The gang planner's reason when it has one (a hop limit, k of n members placeable).
+      std::string_view planner_why =
+          gang && !gang->plan ? std::string_view(gang->why.message) : std::string_view();
+      if (planner_why.substr(0, 7) == "berth: ") planner_why.remove_prefix(7);
+      j.why = planner_why.empty() ? StrCat("next to start: waits for room for ", Needs(state, j))
+                                  : StrCat("next to start: ", planner_why);
+      // The gang planner could place it on the model as it is, but that room went to the jobs
+      // admitted before it: it waits whole, so that its members reserve nothing yet.
+      j.wait_whole = gang && gang->plan.has_value();
       sim.Keep(d.start);
-    } else if (j.priority > head->job.priority) {
+    } else if (!j.gang && j.priority > head->job.priority) {
       j.state = JobState::kMayPreempt;
       j.why = StrCat("no room for ", Needs(state, j), "; of higher priority than ", head->job.key,
                      ", next to start");

@@ -68,7 +68,7 @@ void AddObjects(Harness& h, const std::vector<Json>& objects) {
   h.Apply(events);
 }
 
-void SettleSideEffects(Harness& h) { (void)h; }
+void SettleSideEffects(Harness& h) { h.service().DrainIntents(); }
 
 namespace {
 // /debug/pods answers an array or {"pods": [...]}.
