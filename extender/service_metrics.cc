@@ -22,6 +22,7 @@ Reply Service::Metrics() const {
   w.Family("berth_ready", "gauge", "1 once the model is loaded (Kubernetes mode: first lists in).");
   w.Sample("berth_ready", {}, ready_.load() ? 1 : 0);
   metrics_.Write(w);
+  WriteModelLockMetrics(w, model_->write_lock_holds());
 
   auto view = model_->Read();
   auto gauge = [&](std::string_view name, std::string_view help, double v) {
