@@ -22,6 +22,7 @@
 ///                    [--gangs] [--no-gangs] [--gang-sizes=8,64,512] [--gang-rounds=N]
 ///                    [--probe=inproc-gang-admit|inproc-gang-member|inproc-gang-plain
 ///                     --gang-size=512]
+///                    [--lock-hold[=SECONDS]]  (the model's exclusive lock: bench/lock_bench.cc)
 /// Latency runs: `taskset -c 0 berth_bench` (see docs/performance.md, "Method").
 /// Exits non-zero when any request failed or any reply was wrong (never on timing).
 
@@ -60,6 +61,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/time/time.h"
 #include "bench/cluster_profiles.h"
+#include "bench/lock_bench.h"
 #include "bench/queue_bench.h"
 #include "bench/sim_bench.h"
 #include "bench/loadgen.h"
@@ -133,6 +135,8 @@ struct Options {
   bool gangs_only = false;    // --gangs: only the gang section
   bool queues_only = false;   // --queues: only the queue section (issue 6)
   bool simulate_only = false; // --simulate: only the simulator section (issue 14)
+  bool lock_only = false;     // --lock-hold: only the model-lock section (issue 15)
+  double lock_seconds = 0;    // --lock-hold=SECONDS per phase; 0: 5 (0.3 with --quick)
   std::string simulate_size;  // --simulate=NODExJOBS, e.g. 5000x50000
   std::vector<int> gang_sizes = {8, 64, 512};
   bool gang_sizes_set = false;
@@ -174,6 +178,9 @@ std::optional<Options> ParseArgs(int argc, char** argv) {
       o.simulate_only = true;
     } else if (ParseFlag(arg, "--simulate", &o.simulate_size)) {
       o.simulate_only = true;
+    } else if (ParseFlag(arg, "--lock-hold", &v)) {
+      o.lock_only = true;
+      if (!v.empty()) o.lock_seconds = std::stod(v);
     } else if (arg == "--no-gangs") {
       o.gangs = false;
     } else if (ParseFlag(arg, "--gang-sizes", &v)) {
@@ -229,7 +236,7 @@ std::optional<Options> ParseArgs(int argc, char** argv) {
           "                   [--no-raw] [--no-http] [--model-nodes=15000] [--events=50000]\n"
           "                   [--dump-replies=DIR] [--probe=KIND] [--probe-calls=20000]\n"
           "                   [--gangs] [--no-gangs] [--gang-sizes=8,64,512] [--gang-rounds=N]\n"
-          "                   [--queues] [--simulate[=NODESxJOBS]]\n"
+          "                   [--queues] [--simulate[=NODESxJOBS]] [--lock-hold[=SECONDS]]\n"
           "                   [--gang-size=512]\n"
           "  probe kinds: noop filter prioritize noop-prioritize raw inproc-filter\n"
           "               inproc-prioritize inproc-reject inproc-filter-full inproc-prioritize-full\n"
@@ -2316,6 +2323,7 @@ int Main(int argc, char** argv) {
   if (o->probe.starts_with("inproc-gang")) return RunGangProbe(*o);
   if (o->queues_only) return RunQueueBench(o->quick);
   if (o->simulate_only) return RunSimBench(o->quick, o->simulate_size);
+  if (o->lock_only) return RunLockBench(o->quick, o->lock_seconds);
   if (!o->probe.empty()) return RunProbe(*o);
   PrintEnvironment(*o);
   if (o->gangs_only) {

@@ -411,6 +411,11 @@ class ClusterModel : private ClusterState {
   /// Drops reservations whose time has passed.\return the pod uids whose reservation expired.
   std::vector<std::string> ExpireReservations(absl::Time now);
 
+  /// How long each write (every call above that changes the model) held the model's lock
+  /// exclusively, stalling every verb and watch event meanwhile (GET /metrics).
+  const HoldTimes& write_lock_holds() const { return mu_.write_holds(); }
+  HoldTimes& write_lock_holds() { return mu_.write_holds(); }
+
  private:
   NodeSlot NodeSlotFor(std::string_view name) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void MaybeFreeNodeSlot(NodeSlot slot) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -445,7 +450,11 @@ class ClusterModel : private ClusterState {
   void ApplyKind(const ModelEvent& event, ApplyStats* stats) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const Clock* clock_;
-  mutable RwMutex mu_;  // writer-preferring: see rw_mutex.h
+  // Writer-preferring: see rw_mutex.h. Every write takes it with WriterLock, so the analysis
+  // checks the ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) helpers above. The state it guards lives in
+  // the ClusterState base, which views read under the shared lock (ReadView), so those fields
+  // cannot name mu_ in ABSL_GUARDED_BY.
+  mutable RwMutex mu_;
 };
 
 }  // namespace berth::core

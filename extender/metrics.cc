@@ -1,5 +1,6 @@
 #include "extender/metrics.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "absl/strings/str_format.h"
@@ -76,16 +77,26 @@ void Histogram::Observe(absl::Duration d) {
 
 void Histogram::Write(PromWriter& w, std::string_view name,
                       const std::vector<std::pair<std::string_view, std::string_view>>& labels) const {
-  // Read the total first: buckets read later can only be at least as full, and the +Inf bucket
-  // is the count itself, so the buckets stay cumulative and monotonic in one scrape.
+  // Read the total first: buckets read later can only be at least as full.
   const uint64_t count = count_.load(std::memory_order_relaxed);
   const double sum = static_cast<double>(sum_ns_.load(std::memory_order_relaxed)) / 1e9;
+  std::array<uint64_t, kBounds.size()> buckets;
+  for (size_t i = 0; i < kBounds.size(); ++i) buckets[i] = buckets_[i].load(std::memory_order_relaxed);
+  WriteHistogramSamples(w, name, labels, kBounds, buckets, count, sum);
+}
+
+void WriteHistogramSamples(PromWriter& w, std::string_view name,
+                           const std::vector<std::pair<std::string_view, std::string_view>>& labels,
+                           std::span<const double> bounds, std::span<const uint64_t> buckets,
+                           uint64_t count, double sum) {
+  // Clamped to the count, and the +Inf bucket is the count itself, so the buckets stay
+  // cumulative and monotonic in one scrape although they are read one by one.
   uint64_t cumulative = 0;
   const std::string bucket = StrCat(name, "_bucket");
-  for (size_t i = 0; i < kBounds.size(); ++i) {
-    cumulative += buckets_[i].load(std::memory_order_relaxed);
+  for (size_t i = 0; i < bounds.size(); ++i) {
+    cumulative += buckets[i];
     auto with_le = labels;
-    const std::string le = Number(kBounds[i]);
+    const std::string le = Number(bounds[i]);
     with_le.emplace_back("le", le);
     w.Sample(bucket, with_le, static_cast<double>(std::min(cumulative, count)));
   }
@@ -94,6 +105,22 @@ void Histogram::Write(PromWriter& w, std::string_view name,
   w.Sample(bucket, inf, static_cast<double>(count));
   w.Sample(StrCat(name, "_sum"), labels, sum);
   w.Sample(StrCat(name, "_count"), labels, static_cast<double>(count));
+}
+
+void WriteModelLockMetrics(PromWriter& w, const core::HoldTimes& holds) {
+  const core::HoldTimes::Snapshot s = holds.Read();
+  std::array<double, core::HoldTimes::kBoundsNs.size()> bounds;
+  for (size_t i = 0; i < bounds.size(); ++i) {
+    bounds[i] = static_cast<double>(core::HoldTimes::kBoundsNs[i]) / 1e9;
+  }
+  w.Family("berth_model_write_lock_hold_seconds", "histogram",
+           "How long each write to the model (watch events, binds, reservations) held its lock "
+           "exclusively; verbs and other writes wait meanwhile.");
+  WriteHistogramSamples(w, "berth_model_write_lock_hold_seconds", {}, bounds, s.buckets, s.count,
+                        static_cast<double>(s.sum_ns) / 1e9);
+  w.Family("berth_model_write_lock_hold_max_seconds", "gauge",
+           "The longest exclusive hold of the model's lock since berth started.");
+  w.Sample("berth_model_write_lock_hold_max_seconds", {}, static_cast<double>(s.max_ns) / 1e9);
 }
 
 void LabeledCounter::Add(std::string_view label, uint64_t n) {

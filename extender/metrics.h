@@ -4,6 +4,7 @@
 #include <atomic>
 #include <cstdint>
 #include <map>
+#include <span>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -11,6 +12,7 @@
 
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "core/rw_mutex.h"
 
 namespace berth::extender {
 
@@ -48,6 +50,18 @@ class Histogram {
   std::atomic<uint64_t> count_{0};
   std::atomic<int64_t> sum_ns_{0};
 };
+
+/// Writes the _bucket (cumulative, then +Inf), _sum and _count samples of one histogram series:
+/// `buckets[i]` (not cumulative) counts observations up to `bounds[i]` seconds, `count` all of
+/// them.
+void WriteHistogramSamples(PromWriter& w, std::string_view name,
+                           const std::vector<std::pair<std::string_view, std::string_view>>& labels,
+                           std::span<const double> bounds, std::span<const uint64_t> buckets,
+                           uint64_t count, double sum);
+
+/// Writes the families of the model's exclusive lock holds (ClusterModel::write_lock_holds):
+/// berth_model_write_lock_hold_seconds (histogram) and berth_model_write_lock_hold_max_seconds.
+void WriteModelLockMetrics(PromWriter& w, const core::HoldTimes& holds);
 
 /// A counter per label value (a reason code, a cause), each created on first use.
 class LabeledCounter {

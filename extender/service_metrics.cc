@@ -23,6 +23,7 @@ Reply Service::Metrics() const {
   w.Sample("berth_ready", {}, ready_.load() ? 1 : 0);
   metrics_.Write(w);
   intents_.WriteMetrics(w);
+  WriteModelLockMetrics(w, model_->write_lock_holds());
 
   auto view = model_->Read();
   auto gauge = [&](std::string_view name, std::string_view help, double v) {

@@ -2,6 +2,7 @@
 
 #include <atomic>
 #include <catch2/catch.hpp>
+#include <chrono>
 #include <cstdint>
 #include <string>
 #include <thread>
@@ -194,6 +195,48 @@ TEST_CASE_METHOD(ModelTest, "Model: every event advances the generation", "[mode
   CHECK(g1 == g0 + 2);
   auto view = model_.Read();
   CHECK(view->FindNode("n1")->generation == g1);
+}
+
+// ---- the lock's hold times -----------------------------------------------------------------------
+
+TEST_CASE_METHOD(ModelTest, "Model: every write's exclusive hold is timed, reads are not",
+                 "[model][lock]") {
+  auto holds = [&] { return model_.write_lock_holds().Read(); };
+  CHECK(holds().count == 0);
+  // One hold per call, whatever the number of events.
+  model_.Apply(std::vector<ModelEvent>{NodeUpsert{MakeNode("n1", 4000, 8 * kGi)},
+                                       PodUpsert{Pending("u1", "p1", 1000, kGi)}});
+  CHECK(holds().count == 1);
+  { auto view = model_.Read(); CHECK(view->pod_count() == 1); }
+  { auto view = model_.Read(); CHECK(view->node_count() == 1); }
+  CHECK(holds().count == 1);
+  CHECK_FALSE(model_.Unreserve("u1"));  // changes nothing, and still takes the lock
+  CHECK(holds().count == 2);
+
+  // A bind whose check takes at least 2 ms holds the lock at least that long.
+  absl::StatusOr<bool> r =
+      model_.Assume("u1", "n1", [](const ClusterState&, const PodState&, const NodeState&) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(2));
+        return absl::OkStatus();
+      });
+  REQUIRE(r.ok());
+  const HoldTimes::Snapshot s = holds();
+  CHECK(s.count == 3);
+  CHECK(s.max_ns >= 2'000'000);
+  CHECK(s.sum_ns >= s.max_ns);
+  uint64_t bucketed = 0;
+  for (uint64_t b : s.buckets) bucketed += b;
+  CHECK(bucketed == 3);  // every hold was under the last bound (1 s)
+  // The longest hold falls in a bucket above 2 ms.
+  uint64_t above_2ms = 0;
+  for (size_t i = 0; i < s.buckets.size(); ++i) {
+    if (HoldTimes::kBoundsNs[i] > 2'000'000) above_2ms += s.buckets[i];
+  }
+  CHECK(above_2ms >= 1);
+
+  model_.write_lock_holds().Reset();
+  CHECK(holds().count == 0);
+  CHECK(holds().max_ns == 0);
 }
 
 // ---- pods and node accounting -------------------------------------------------------------------

@@ -1,7 +1,7 @@
 // Seeded mutation fuzzing of every verb with the real kube-scheduler fixtures as seeds: whatever
 // the bytes, berth answers 200 or 400 with valid JSON, never crashes, and a refused request
 // changes nothing. Bounded and deterministic (fixed seed), so it runs in every test pass; run
-// the test binary under -DBERTH_SANITIZE=ON to catch memory errors too.
+// the test binary under -DBERTH_SANITIZE=address,undefined to catch memory errors too.
 
 #include <catch2/catch.hpp>
 

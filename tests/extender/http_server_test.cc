@@ -717,7 +717,8 @@ TEST_CASE("http: malformed requests get a clear 400 or a closed connection, neve
 
 // ---- concurrency --------------------------------------------------------------------------------
 
-TEST_CASE("http: 8 threads x 200 mixed requests all succeed and leave a consistent model") {
+TEST_CASE("http: 8 threads x 200 mixed requests all succeed and leave a consistent model",
+          "[concurrency]") {
   ServedHarness s;
   constexpr int kThreads = 8;
   constexpr int kPerThread = 200;
@@ -850,7 +851,8 @@ TEST_CASE("http: a read-only server (--ops-listen) serves GET endpoints and refu
 
 // ---- lifecycle ----------------------------------------------------------------------------------
 
-TEST_CASE("http: Stop returns promptly, also with an idle kept-alive connection, and is idempotent") {
+TEST_CASE("http: Stop returns promptly, also with an idle kept-alive connection, and is idempotent",
+          "[concurrency]") {
   SECTION("never started") {
     Harness h;
     HttpServer server(&h.service(), {});

@@ -3,6 +3,7 @@
 // counters move with the verbs: requests, errors, latency, rejections by reason code, binds,
 // reclaim evictions; pool and queue gauges read the model.
 
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <map>
@@ -99,14 +100,15 @@ Scrape Parse(const std::string& body) {
   return s;
 }
 
-// Checks every histogram series of `family` with label `verb`: buckets never decrease, and the
-// +Inf bucket equals _count.
+// Checks the histogram series of `family` with label `verb` (with no other label when `verb` is
+// empty): buckets never decrease, and the +Inf bucket equals _count.
 void CheckHistogram(const Scrape& s, const std::string& family, const std::string& verb) {
   // Walk the bounds in order (the keys sort as strings, not numbers).
   std::vector<std::pair<double, double>> by_le;
   static const std::regex le(R"(le="([^"]+)\")");
+  const std::string selector = verb.empty() ? "" : "verb=\"" + verb + "\"";
   for (const auto& [key, v] : s.samples) {
-    if (key.rfind(family + "_bucket{", 0) != 0 || key.find("verb=\"" + verb + "\"") == std::string::npos) continue;
+    if (key.rfind(family + "_bucket{", 0) != 0 || key.find(selector) == std::string::npos) continue;
     std::smatch m;
     REQUIRE(std::regex_search(key, m, le));
     by_le.emplace_back(m[1] == "+Inf" ? INFINITY : std::stod(m[1]), v);
@@ -115,7 +117,8 @@ void CheckHistogram(const Scrape& s, const std::string& family, const std::strin
   std::sort(by_le.begin(), by_le.end());
   for (size_t i = 1; i < by_le.size(); ++i) CHECK(by_le[i].second >= by_le[i - 1].second);
   REQUIRE(std::isinf(by_le.back().first));
-  CHECK(by_le.back().second == s.Get(family + "_count{verb=\"" + verb + "\"}"));
+  CHECK(by_le.back().second ==
+        s.Get(family + "_count" + (selector.empty() ? "" : "{" + selector + "}")));
 }
 
 class Served {
@@ -190,6 +193,39 @@ TEST_CASE("metrics: /metrics parses as Prometheus text and the counters move", "
   CHECK(after.Get(R"(berth_queue_fair_share{queue="team"})") == Approx(2.0 / 3));
   CHECK(after.Get(R"(berth_queue_fair_share{queue="default"})") == Approx(1.0 / 3));
   CHECK(after.Get("berth_pods") == 2);
+}
+
+TEST_CASE("metrics: the model's exclusive lock holds are a histogram and a max", "[metrics]") {
+  Served s;
+  const Scrape before = s.Metrics();
+  CHECK(before.types.at("berth_model_write_lock_hold_seconds") == "histogram");
+  CHECK(before.types.at("berth_model_write_lock_hold_max_seconds") == "gauge");
+  const double writes0 = before.Get("berth_model_write_lock_hold_seconds_count");
+
+  // Two event calls and a bind: three writes. A filter only reads.
+  const MakePod pod = MakePod("p").Cpu("1");
+  s.h().Apply(Json::array({Event("ADDED", MakeNode("n1").Cpu("4").Memory("8Gi").Pods(110).Obj())}));
+  s.h().Apply(Json::array({Event("ADDED", pod.Obj())}));
+  CHECK(s.Post("/filter", ArgsNames(pod.Obj(), {"n1"}).dump()) == 200);
+  CHECK(s.Post("/bind", BindArgs(pod, "n1").dump()) == 200);
+
+  const Scrape after = s.Metrics();
+  CHECK(after.Get("berth_model_write_lock_hold_seconds_count") >= writes0 + 3);
+  CheckHistogram(after, "berth_model_write_lock_hold_seconds", "");
+  const double max = after.Get("berth_model_write_lock_hold_max_seconds");
+  CHECK(max > 0);
+  CHECK(max <= after.Get("berth_model_write_lock_hold_seconds_sum"));
+  // The buckets start at a microsecond (a model write takes microseconds) and end at 1 s.
+  std::vector<double> bounds;
+  static const std::regex le(R"re(^berth_model_write_lock_hold_seconds_bucket\{le="([^"+]+)"\}$)re");
+  for (const auto& [key, v] : after.samples) {
+    std::smatch m;
+    if (std::regex_match(key, m, le)) bounds.push_back(std::stod(m[1]));
+  }
+  std::sort(bounds.begin(), bounds.end());
+  REQUIRE(bounds.size() == core::HoldTimes::kBoundsNs.size());
+  CHECK(bounds.front() == Approx(1e-6));
+  CHECK(bounds.back() == Approx(1));
 }
 
 TEST_CASE("metrics: label values are escaped", "[metrics]") {

@@ -243,7 +243,7 @@ void CheckSameFromThreads(const Compute& compute, const Result& first) {
 
 // ---- filters ------------------------------------------------------------------------------------
 
-TEMPLATE_TEST_CASE("Filter contract", "[contract]", BERTH_FILTER_MODULES) {
+TEMPLATE_TEST_CASE("Filter contract", "[contract][concurrency]", BERTH_FILTER_MODULES) {
   ContractCluster cluster;
   auto module = TestType::Make(cluster.model().resources());
   CHECK(module->Name() == TestType::kName);
@@ -297,7 +297,7 @@ TEMPLATE_TEST_CASE("Filter contract", "[contract]", BERTH_FILTER_MODULES) {
 
 // ---- scores -------------------------------------------------------------------------------------
 
-TEMPLATE_TEST_CASE("Score contract", "[contract]", BERTH_SCORE_MODULES) {
+TEMPLATE_TEST_CASE("Score contract", "[contract][concurrency]", BERTH_SCORE_MODULES) {
   ContractCluster cluster;
   auto module = TestType::Make(cluster.model().resources());
   CHECK(module->Name() == TestType::kName);

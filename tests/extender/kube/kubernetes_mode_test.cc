@@ -33,7 +33,7 @@ std::string UidOf(FakeApiServer& api, const std::string& ns, const std::string& 
 }
 
 TEST_CASE("kubernetes mode: lists, then watches; ready only after every first list",
-          "[kubernetes]") {
+          "[kubernetes][concurrency]") {
   FakeApiServer api;
   REQUIRE(api.start_status().ok());
   Seed(api);
@@ -83,7 +83,7 @@ TEST_CASE("kubernetes mode: lists, then watches; ready only after every first li
 }
 
 TEST_CASE("kubernetes mode: watches resume from bookmarks and after dropped streams",
-          "[kubernetes]") {
+          "[kubernetes][concurrency]") {
   FakeApiServer api;
   Seed(api);
   KubeBerth berth(api);
@@ -204,7 +204,7 @@ TEST_CASE("kubernetes mode: berth works without its optional CRDs", "[kubernetes
 }
 
 TEST_CASE("kubernetes mode: bind creates pods/binding; failures forget the placement",
-          "[kubernetes]") {
+          "[kubernetes][concurrency]") {
   FakeApiServer api;
   Seed(api);
   KubeBerth berth(api);  // leader election off: this replica binds and evicts

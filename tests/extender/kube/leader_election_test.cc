@@ -36,7 +36,8 @@ std::string Holder(FakeApiServer& api, const std::string& name = "berth") {
   return (*l)["spec"].value("holderIdentity", "");
 }
 
-TEST_CASE("leader election: one leader among replicas; followers refuse bind", "[leader]") {
+TEST_CASE("leader election: one leader among replicas; followers refuse bind",
+          "[leader][concurrency]") {
   FakeApiServer api;
   REQUIRE(api.Create("nodes", "", MakeNode("n1").Cpu("4").Pods(110).Obj()).ok());
   REQUIRE(api.Create("pods", "ml", MakePod("a").Namespace("ml").Cpu("1").Obj()).ok());

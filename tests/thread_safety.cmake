@@ -1,0 +1,53 @@
+# The thread_safety test (tests/CMakeLists.txt): clang's thread-safety analysis over the
+# sources of core/ and extender/, with the flags of the main build's
+# compile_commands.json (-fsyntax-only: nothing is compiled). Any -Wthread-safety warning fails.
+# Skipped (the output says so) where no clang++ is installed: Debian 12's CI image has none.
+#   cmake -DCOMMANDS=<build>/compile_commands.json -DSOURCE_DIR=<repo> -P tests/thread_safety.cmake
+find_program(CLANGXX NAMES clang++ clang++-16 clang++-15 clang++-14)
+if(NOT CLANGXX)
+  message("thread-safety analysis skipped: clang++ not found")
+  return()
+endif()
+file(READ ${COMMANDS} commands)
+string(JSON count LENGTH "${commands}")
+math(EXPR last "${count} - 1")
+set(checked 0)
+set(failed "")
+foreach(i RANGE ${last})
+  string(JSON file GET "${commands}" ${i} file)
+  string(JSON dir GET "${commands}" ${i} directory)
+  string(JSON command GET "${commands}" ${i} command)
+  file(RELATIVE_PATH rel ${SOURCE_DIR} ${file})
+  if(NOT rel MATCHES "^(core|extender)/")
+    continue()
+  endif()
+  # Keep the include directories and definitions; drop the compiler, the output, and GCC's
+  # warning flags (the analysis is the one warning asked for).
+  separate_arguments(args UNIX_COMMAND "${command}")
+  list(POP_FRONT args)
+  set(flags "")
+  set(skip_next FALSE)
+  foreach(a ${args})
+    if(skip_next)
+      set(skip_next FALSE)
+    elseif(a STREQUAL "-o" OR a STREQUAL "-MF" OR a STREQUAL "-MT")
+      set(skip_next TRUE)
+    elseif(a MATCHES "^-(I|D|isystem|std=)" OR a STREQUAL "-isystem")
+      list(APPEND flags ${a})
+    endif()
+  endforeach()
+  execute_process(COMMAND ${CLANGXX} ${flags} -fsyntax-only -Wno-everything -Wthread-safety
+                          -Werror=thread-safety ${file}
+                  WORKING_DIRECTORY ${dir} RESULT_VARIABLE rc)
+  math(EXPR checked "${checked} + 1")
+  if(NOT rc EQUAL 0)
+    list(APPEND failed ${rel})
+  endif()
+endforeach()
+if(failed)
+  message(FATAL_ERROR "thread-safety analysis failed in: ${failed}")
+endif()
+if(checked EQUAL 0)
+  message(FATAL_ERROR "no source of core/ or extender/ in ${COMMANDS}")
+endif()
+message(STATUS "clang thread-safety analysis: ${checked} files clean")
