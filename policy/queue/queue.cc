@@ -102,9 +102,7 @@ size_t AdmissionPlan::admitted() const {
 }
 
 NodeVerdict AdmissionPlan::VerdictFor(const PlannedJob& job) const {
-  // A gang next to start that the planner could place only in room given to jobs before it
-  // waits whole: its members would otherwise reserve that room.
-  if (PassesAdmission(job.state) && !job.wait_whole) return NodeVerdict::Ok();
+  if (PassesAdmission(job.state)) return NodeVerdict::Ok();
   NodeVerdict v;
   v.fit = Fit::kUnresolvable;
   switch (job.state) {
@@ -780,9 +778,6 @@ std::shared_ptr<const AdmissionPlan> FairShare::Make(const core::ClusterState& s
       if (planner_why.substr(0, 7) == "berth: ") planner_why.remove_prefix(7);
       j.why = planner_why.empty() ? StrCat("next to start: waits for room for ", Needs(state, j))
                                   : StrCat("next to start: ", planner_why);
-      // The gang planner could place it on the model as it is, but that room went to the jobs
-      // admitted before it: it waits whole, so that its members reserve nothing yet.
-      j.wait_whole = gang && gang->plan.has_value();
       sim.Keep(d.start);
     } else if (!j.gang && j.priority > head->job.priority) {
       j.state = JobState::kMayPreempt;

@@ -105,10 +105,6 @@ struct PlannedJob {
   int order = 0;
   /// The numbers that hold it back, for people ("needs 8 cpu, 1 nvidia.com/gpu; ...").
   std::string why;
-  /// A gang next to start that waits whole: the gang planner could place it now, but only in
-  /// room this plan gave to jobs before it, so its members must not reserve it (its verdict is
-  /// the queue's, not kFit; docs/decisions.md, "gangs x queues").
-  bool wait_whole = false;
   /// The budget (resource-minutes) it draws while it lives.
   double charge = 0;
   /// Something about the job berth could not read (an unreadable berth.io/lifetime, which

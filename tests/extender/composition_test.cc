@@ -259,26 +259,33 @@ TEST_CASE("composition: gangs x queues: the queue admits a gang only as the gang
     CHECK(job["state"] != "admitted");
   }
 
-  SECTION("a gang the queue has not admitted takes no room from the job it admitted") {
-    // Two 8-CPU nodes. Gang first (older, two members of 8 CPUs) is admitted by the queue and
-    // takes both; gang second (two members of 4 CPUs) is next to start. kube-scheduler happens
-    // to try second's member first: it gets no room, and first still runs.
+  SECTION("a gang waiting behind the job next to start reserves no room") {
+    // Two 8-CPU nodes. Gang first (two members of 8 CPUs) is admitted and takes both; gang
+    // second is next to start; gang third waits behind it. kube-scheduler tries third's member
+    // first: it gets no room, and first still runs. (The job next to start may take free room:
+    // holding it back as well stalled whole queues when the jobs admitted before it could not
+    // start; docs/decisions.md, "gangs x queues".)
     AddObjects(h, {PoolObj("a"), CpuNodeInLeaf("n0", "a", "l0"), CpuNodeInLeaf("n1", "a", "l0")});
     const std::vector<MakePod> first = Members("first", 2, [](const std::string& name) {
       return MlPod(name).Pool("a").Cpu("8").Priority(1000).Created("2025-12-01T00:00:00Z");
     });
     const std::vector<MakePod> second = Members("second", 2, [](const std::string& name) {
-      return MlPod(name).Pool("a").Cpu("4").Priority(1000).Created("2025-12-02T00:00:00Z");
+      return MlPod(name).Pool("a").Cpu("8").Priority(1000).Created("2025-12-02T00:00:00Z");
+    });
+    const std::vector<MakePod> third = Members("third", 2, [](const std::string& name) {
+      return MlPod(name).Pool("a").Cpu("4").Priority(1000).Created("2025-12-03T00:00:00Z");
     });
     AddObjects(h, {first[0].Obj(), first[1].Obj(), second[0].Obj(), second[1].Obj(),
-                   Group("first", 2), Group("second", 2)});
+                   third[0].Obj(), third[1].Obj(), Group("first", 2), Group("second", 2),
+                   Group("third", 2)});
     REQUIRE(JobInfo(h, "ml/first")["state"] == "admitted");
-    REQUIRE(JobInfo(h, "ml/second")["state"] != "admitted");
+    REQUIRE(JobInfo(h, "ml/second")["state"] == "next");
+    REQUIRE(JobInfo(h, "ml/third")["state"] == "waiting");
 
-    const Verdicts s = FilterPod(h, second[0], {"n0", "n1"});
-    INFO("second-0's filter answer:\n" << Reasons(s) << "jobs: " << QueueJobs(h).dump());
+    const Verdicts s = FilterPod(h, third[0], {"n0", "n1"});
+    INFO("third-0's filter answer:\n" << Reasons(s) << "jobs: " << QueueJobs(h).dump());
     CHECK(s.fit.empty());
-    CHECK(GangInfo(h, "second")["reserved"] == 0);
+    CHECK(GangInfo(h, "third")["reserved"] == 0);
     CHECK(PlaceMembers(h, "first", first, {"n0", "n1"}) == std::set<std::string>{"n0", "n1"});
     CHECK(GangInfo(h, "first")["state"] == "Running");
   }
