@@ -247,7 +247,7 @@ void ClusterModel::ApplyKind(const ModelEvent& event, ApplyStats* stats) {
   // Each change stamps its kind's generation with the event's model generation; an idempotent
   // delete changes nothing and stamps nothing.
   std::visit(
-      [&](const auto& e) {
+      [&](const auto& e) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
         using T = std::decay_t<decltype(e)>;
         if constexpr (std::is_same_v<T, PoolUpsert>) {
           pools_.insert_or_assign(e.pool.name, e.pool);
