@@ -109,10 +109,13 @@ class GangPlanner {
   }
 
   /// Plans room for the members `gang` still needs to reach minMember, all at once: the
-  /// smallest topology domain that holds them (within `berth.io/max-hops`) and, inside it, the
-  /// fullest nodes first. When free room is short, elastic members of other gangs (most
+  /// smallest topology domain that holds them (within `berth.io/max-hops`; among domains of one
+  /// depth, the one left with the least room) and, inside it, the leaf with the most room first
+  /// and the node with room for the most members first, so the gang spreads over as few leaves
+  /// and nodes as it can. Every member is checked by the pipeline's filters in a what-if with
+  /// the members before it placed. When free room is short, elastic members of other gangs (most
   /// fulfilled gang first, never below its minimum, never a frozen gang, never of higher
-  /// priority than `pod`) may be evicted.
+  /// priority than `pod`) may be evicted, then what the reclaim modules let go in its pool.
   GangOutcome PlanAdmission(const CycleContext& ctx, const GangView& gang,
                             const EligibleFn& eligible) const;
 

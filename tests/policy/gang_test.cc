@@ -390,14 +390,6 @@ TEST_CASE("gang admission: inside the domain, the node with room for the most me
   CHECK(PlanPartlyFullLeaf() == Strings{"pod-g0@a1", "pod-g1@a1", "pod-g2@a3"});
 }
 
-// Left out of the run ("[.]"): gang.h says PlanAdmission places members "inside [the domain],
-// the fullest nodes first", but the planner (and docs/decisions.md) fill the node with room for
-// the most members first, the emptiest. Run with "[contradiction]" to see it fail.
-TEST_CASE("gang admission: inside the domain, the fullest nodes first (gang.h)",
-          "[.][contradiction]") {
-  // a2 is the fullest node with room: it is filled first.
-  CHECK(PlanPartlyFullLeaf() == Strings{"pod-g0@a2", "pod-g1@a1", "pod-g2@a1"});
-}
 
 TEST_CASE("gang admission: inside a spine, the leaf with the most room first", "[gang]") {
   // Spine s1: leaf l1 has room for one member, l2 for two. Three members: l2 fills first.
