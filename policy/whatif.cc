@@ -87,7 +87,7 @@ void WhatIf::Place(const core::PodState& pod, core::NodeSlot node) {
 }
 
 void WhatIf::Evict(const core::PodState& victim) {
-  if (victim.counted_on == core::kNoNode || victim.pod.terminating) return;
+  if (victim.counted_on == core::kNoNode) return;
   if (!evicted_.insert(victim.pod.uid.str()).second) return;
   const Op op{.kind = Op::Kind::kEvict, .pod = &victim, .node = victim.counted_on};
   Apply(op, +1);

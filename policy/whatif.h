@@ -53,8 +53,9 @@ class WhatIf {
   /// Places `pod` on `node` tentatively: the node loses the pod's request; room held for the pod
   /// elsewhere (a reservation) is given back, as a bind or a new reservation would release it.
   void Place(const core::PodState& pod, core::NodeSlot node);
-  /// Evicts `victim` tentatively: its node gets its request back. A pod not counted on a node
-  /// (pending, terminating, binding) frees nothing; evicting a pod twice is a no-op.
+  /// Evicts `victim` tentatively: its node gets its request back. A terminating pod counts as
+  /// leaving (its room frees without an eviction); a pod not counted on a node (pending,
+  /// binding) frees nothing; evicting a pod twice is a no-op.
   void Evict(const core::PodState& victim);
   bool Evicted(std::string_view uid) const { return evicted_.contains(uid); }
   /// The node `pod` was placed on by this what-if, or kNoNode.
