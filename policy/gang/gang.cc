@@ -328,6 +328,19 @@ std::vector<Group> MakeGroups(const core::ClusterState& state,
   return groups;
 }
 
+// Places the plan's members in `whatif` in order, each checked by the filter chain with the
+// members before it placed. \return the index of the first placement refused, or nullopt when
+// all pass (the placements stay in the what-if; roll back to discard them).
+std::optional<size_t> FirstRefused(const core::ClusterState& state, const GangPlan& plan,
+                                   WhatIf& whatif) {
+  for (size_t i = 0; i < plan.placements.size(); ++i) {
+    const GangPlacement& pl = plan.placements[i];
+    if (!whatif.Check(pl.member->pod, state.node(pl.node)).ok()) return i;
+    whatif.Place(*pl.member, pl.node);
+  }
+  return std::nullopt;
+}
+
 // The plan the search finds, accepted only when the what-if's filter chain takes every member on
 // its planned node with the members before it placed (the chain is the judge; the search's
 // arithmetic only prunes). A refusal caps that node for that shape and the search runs again;
@@ -342,26 +355,25 @@ std::optional<GangPlan> RunVerified(const core::ClusterState& state, const Topol
     if (!plan) return std::nullopt;
     WhatIf& whatif = room.whatif();
     const size_t mark = whatif.Mark();
-    std::map<std::pair<size_t, core::NodeSlot>, int64_t> placed;
-    bool holds = true;
-    for (const GangPlacement& pl : plan->placements) {
-      size_t gi = 0;
-      while (gi < groups.size() && std::find(groups[gi].members.begin(), groups[gi].members.end(),
-                                             pl.member) == groups[gi].members.end()) {
-        ++gi;
-      }
-      if (!whatif.Check(pl.member->pod, state.node(pl.node)).ok()) {
-        Group& g = groups[gi];
-        if (g.cap.size() <= pl.node) g.cap.resize(std::max<size_t>(g.eligible.size(), pl.node + 1), -1);
-        g.cap[pl.node] = placed[{gi, pl.node}];
-        holds = false;
-        break;
-      }
-      whatif.Place(*pl.member, pl.node);
-      ++placed[{gi, pl.node}];
-    }
+    const std::optional<size_t> refused = FirstRefused(state, *plan, whatif);
     whatif.Rollback(mark);
-    if (holds) return plan;
+    if (!refused) return plan;
+    // Cap the refused node for that member's shape at the members of the shape placed there
+    // before it.
+    const GangPlacement& pl = plan->placements[*refused];
+    Group& g = *std::find_if(groups.begin(), groups.end(), [&](const Group& x) {
+      return std::find(x.members.begin(), x.members.end(), pl.member) != x.members.end();
+    });
+    int64_t before = 0;
+    for (size_t i = 0; i < *refused; ++i) {
+      const GangPlacement& q = plan->placements[i];
+      if (q.node == pl.node &&
+          std::find(g.members.begin(), g.members.end(), q.member) != g.members.end()) {
+        ++before;
+      }
+    }
+    if (g.cap.size() <= pl.node) g.cap.resize(std::max<size_t>(g.eligible.size(), pl.node + 1), -1);
+    g.cap[pl.node] = before;
   }
 }
 
@@ -370,11 +382,7 @@ bool PlanHolds(const core::ClusterState& state, absl::Time now, const Pipeline* 
                const GangPlan& plan, const std::vector<const core::PodState*>& victims) {
   WhatIf whatif(state, now, pipeline);
   for (const core::PodState* v : victims) whatif.Evict(*v);
-  for (const GangPlacement& pl : plan.placements) {
-    if (!whatif.Check(pl.member->pod, state.node(pl.node)).ok()) return false;
-    whatif.Place(*pl.member, pl.node);
-  }
-  return true;
+  return !FirstRefused(state, plan, whatif).has_value();
 }
 
 bool Managed(const core::PodState& p, std::string_view scheduler_name) {
