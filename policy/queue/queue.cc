@@ -641,7 +641,10 @@ std::shared_ptr<const AdmissionPlan> FairShare::Make(const core::ClusterState& s
 
   // Progressive filling: repeatedly take, over the queues with waiting jobs, the head job
   // whose admission leaves its queue with the smallest flow per weight.
-  Sim sim(state, pipeline_ != nullptr ? pipeline_->Eligibility(state, now) : EligibleFn());
+  // Where a pod may go by every rule except room, asked of the pipeline's filters (one for
+  // the whole plan).
+  const EligibleFn eligible = pipeline_ != nullptr ? pipeline_->Eligibility(state, now) : EligibleFn();
+  Sim sim(state, eligible);
   int reclaim_checks = 0;
   int gang_checks = 0;
   const GangPlanner* planner = pipeline_ != nullptr ? pipeline_->gangs() : nullptr;
@@ -657,7 +660,7 @@ std::shared_ptr<const AdmissionPlan> FairShare::Make(const core::ClusterState& s
     const GangView g = ViewGang(state, key->first, key->second, planner->config());
     const CycleContext ctx{.state = state, .pod = d.start[0]->pod, .now = now, .explain = false,
                            .pipeline = pipeline_};
-    return planner->PlanAdmission(ctx, g, pipeline_->Eligibility(state, now));
+    return planner->PlanAdmission(ctx, g, eligible);
   };
   // Whether a job that does not fit could start by reclaiming its home pool (evicting borrowers,
   // or lower-priority pods where its pool allows preemption): asked of the reclaim modules'
@@ -817,7 +820,7 @@ std::shared_ptr<const AdmissionPlan> FairShare::Make(const core::ClusterState& s
     const size_t hq = queue_index(head->job.queue);
     const double head_share = queues[hq].fair_share * capacity;
     if (queues[hq].planned_usage < head_share) {
-      Sim room(state, pipeline_ != nullptr ? pipeline_->Eligibility(state, now) : EligibleFn());
+      Sim room(state, eligible);
       for (const core::PodState* p : leaving) room.Release(p->counted_on, p->pod.request);
       if (!room.Find(head->start, false)) {
         std::vector<double> over(queues.size());
