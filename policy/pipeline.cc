@@ -1,6 +1,7 @@
 #include "policy/pipeline.h"
 
 #include <algorithm>
+#include <optional>
 
 #include "core/placement.h"
 #include "core/strings.h"
@@ -49,7 +50,11 @@ NodeVerdict Pipeline::Admit(const CycleContext& in) const {
 }
 
 NodeVerdict Pipeline::FilterNode(const CycleContext& in, const core::NodeState& node) const {
-  const CycleContext ctx = Own(in);
+  // Called once per candidate node: the context is copied only when it does not name this
+  // pipeline yet (Filter's own context does).
+  std::optional<CycleContext> owned;
+  if (in.pipeline != this) owned.emplace(Own(in));
+  const CycleContext& ctx = owned ? *owned : in;
   for (const auto& f : filters_) {
     NodeVerdict v = f->Filter(ctx, node);
     if (!v.ok()) return v;
