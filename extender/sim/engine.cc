@@ -267,6 +267,10 @@ class World {
                            const core::ResourceVector* extra);
   int64_t LeastAllocated(const SimPod& p, const SimNode& n) const;
   void Preempt(int p, const std::vector<int>& unschedulable_nodes);
+  /// kube-scheduler's nominator: `node` < 0 clears the pod's nominated node. A pod leaves the
+  /// nominator when it is bound (assumed) or deleted, and when preemption finds no candidate
+  /// for it (1.26's PostFilter answers with an empty nominated node).
+  void Nominate(int p, int node);
   void TerminateBatch(const std::vector<int>& victims, const std::string& cause);
   // --- berth ---------------------------------------------------------------------------
   void CarryOutIntents();
@@ -679,11 +683,10 @@ void World::BindPod(int p, int node) {
   pod.node = node;
   pod.bound_at = now_;
   last_progress_ = now_;
-  pod.nominated = -1;
+  Nominate(p, -1);
   pod.pod.node_name = n.node.name;
   pod.pod.phase = core::PodPhase::kRunning;
   pod.pod.started = clock_.Now();
-  pod.pod.nominated_node = "";
   n.pods.push_back(p);
   CountOnNode(p, node, +1);
   ToBerth(core::PodUpsert{pod.pod});
@@ -835,6 +838,7 @@ void World::RemovePod(int p) {
   if (pod.gone) return;
   pod.gone = true;
   pod.q = QueueState::kNone;
+  Nominate(p, -1);
   if (pod.managed) --queue_pods_[static_cast<size_t>(pod.queue)];
   if (pod.pending) {
     pod.pending = false;
@@ -1264,14 +1268,25 @@ void World::ScheduleOne(int p) {
 
 // kube-scheduler's DefaultPreemption (1.26), then berth's preempt verb on its proposal.
 void World::Preempt(int p, const std::vector<int>& candidates) {
-  if (candidates.empty()) return;
   const SimPod& pod = pods_[static_cast<size_t>(p)];
   if (pod.nominated >= 0) {
-    // A pod whose nominated node still has lower-priority pods terminating waits for them.
+    // A pod whose nominated node still has lower-priority pods terminating waits for them
+    // (PodEligibleToPreemptOthers): it keeps its nomination.
     for (int q : nodes_[static_cast<size_t>(pod.nominated)].pods) {
       const SimPod& other = pods_[static_cast<size_t>(q)];
       if (other.terminating && other.pod.priority < pod.pod.priority) return;
     }
+  }
+  // No node where preemption could help, or none where it does: kube-scheduler clears the
+  // pod's nominated node, and the room it kept there for the pod is free again.
+  auto no_candidate = [&] {
+    if (pod.nominated < 0) return;
+    Nominate(p, -1);
+    ToBerth(core::PodUpsert{pods_[static_cast<size_t>(p)].pod});
+  };
+  if (candidates.empty()) {
+    no_candidate();
+    return;
   }
   struct Candidate {
     int node;
@@ -1315,7 +1330,10 @@ void World::Preempt(int p, const std::vector<int>& candidates) {
     node.requested = saved;
     if (!c.victims.empty()) found.push_back(std::move(c));
   }
-  if (found.empty()) return;
+  if (found.empty()) {
+    no_candidate();
+    return;
+  }
   if (berth_) {
     std::string body = R"({"Pod":)";
     body.append(pod.json).append(R"(,"NodeNameToVictims":null,"NodeNameToMetaVictims":{)");
@@ -1385,12 +1403,17 @@ void World::Preempt(int p, const std::vector<int>& candidates) {
                   names, nodes_[static_cast<size_t>(best->node)].node.name, pods_[static_cast<size_t>(p)].pod.Key());
   }
   TerminateBatch(best->victims, "preemption");
-  SimPod& preemptor = pods_[static_cast<size_t>(p)];
-  if (preemptor.nominated >= 0) std::erase(nominated_[static_cast<size_t>(preemptor.nominated)], p);
-  preemptor.nominated = node;
-  nominated_[static_cast<size_t>(node)].push_back(p);
-  preemptor.pod.nominated_node = nodes_[static_cast<size_t>(node)].node.name;
-  ToBerth(core::PodUpsert{preemptor.pod});
+  Nominate(p, node);
+  ToBerth(core::PodUpsert{pods_[static_cast<size_t>(p)].pod});
+}
+
+void World::Nominate(int p, int node) {
+  SimPod& pod = pods_[static_cast<size_t>(p)];
+  if (pod.nominated == node) return;
+  if (pod.nominated >= 0) std::erase(nominated_[static_cast<size_t>(pod.nominated)], p);
+  pod.nominated = node;
+  pod.pod.nominated_node = node >= 0 ? nodes_[static_cast<size_t>(node)].node.name : "";
+  if (node >= 0) nominated_[static_cast<size_t>(node)].push_back(p);
 }
 
 // Deletes pods gracefully as one decision, and checks that it left no gang below its minimum

@@ -256,6 +256,28 @@ TEST_CASE("simulate: production pods preempted fire when berth's preempt review 
   CHECK(Find(r->berth, "top").start == 40);  // the victim's 30 s grace period, then it binds
 }
 
+// kube-scheduler's nominator forgets a pod once it is bound: the room it kept on the node for the
+// preemptor is not kept again after the preemptor ends. One node of 4 CPUs; `low` (offline,
+// 1000 s) runs from 0; `high` (normal, 100 s) arrives at 10, preempts it, binds at 40 after the
+// victim's 30 s grace and ends at 140. The replacement of `low` then starts at 140 and ends at 1140.
+TEST_CASE("simulate: a preemptor's nomination ends when it binds", "[sim]") {
+  Job low = MakeJob("low", 0, 1000, {{"cpu", "4"}});
+  low.priority_class = "berth-offline";
+  Job high = MakeJob("high", 10, 100, {{"cpu", "4"}});
+  high.priority_class = "berth-normal";
+  SimOptions o = Options(List({Node("n1", "4", "8Gi")}), {low, high});
+  o.max_time = absl::Hours(1);
+  absl::StatusOr<SimResult> r = RunSimulation(o);
+  REQUIRE(r.ok());
+  for (const RunMetrics* m : {&r->berth, &r->baseline}) {
+    INFO(m->world);
+    CHECK(Find(*m, "high").start == 40);
+    CHECK(Find(*m, "high").end == 140);
+    CHECK(Find(*m, "low").end == 1140);
+    CHECK(m->jobs_completed == 2);
+  }
+}
+
 // A gang of two (min 2) holds both nodes; a higher-priority pod needs one node. kube-scheduler
 // proposes one member; berth's gang review drops that (the gang would fall below its minimum).
 TEST_CASE("simulate: gangs below minMember fire when berth's gang preempt review is off", "[sim]") {
