@@ -113,7 +113,12 @@ std::vector<std::string> NamesOf() {
 TEST_CASE("The contract covers every registered module", "[contract]") {
   const Registry r = BuildDefaultRegistry();
   CHECK(NamesOf<BERTH_FILTER_MODULES>() == r.NamesAt(Point::kFilter));
-  CHECK(NamesOf<BERTH_SCORE_MODULES>() == r.NamesAt(Point::kScore));
+  // Score modules listed here are also checked module by module; every registered score module,
+  // these and any added later, goes through "Score contract through the registry".
+  for (const std::string& name : NamesOf<BERTH_SCORE_MODULES>()) {
+    INFO(name);
+    CHECK(r.PointsOf(name) & Bit(Point::kScore));
+  }
 }
 
 // ---- a cluster with awkward corners -------------------------------------------------------------
@@ -338,6 +343,42 @@ TEMPLATE_TEST_CASE("Score contract", "[contract][concurrency]", BERTH_SCORE_MODU
     }
   }
   CHECK(view->generation() == generation);
+}
+
+TEST_CASE("Score contract through the registry, for every registered score module",
+          "[contract]") {
+  const Registry r = BuildDefaultRegistry();
+  REQUIRE_FALSE(r.NamesAt(Point::kScore).empty());
+  for (const std::string& name : r.NamesAt(Point::kScore)) {
+    INFO(name);
+    ContractCluster cluster;
+    const uint64_t generation = cluster.model().Read()->generation();
+    PolicyConfig config;
+    config.filters.clear();
+    config.preempt.clear();
+    config.scores = {{name, 1}};
+    auto scores = [&] {
+      auto pipeline = r.Build(config, cluster.model().resources());
+      REQUIRE(pipeline.ok());
+      auto view = cluster.model().Read();
+      std::vector<int64_t> out;
+      for (const core::Pod& pod : cluster.pods()) {
+        const CycleContext ctx{.state = *view, .pod = pod, .now = cluster.Now()};
+        view->ForEachNode([&](core::NodeSlot, const core::NodeState& n) {
+          out.push_back((*pipeline)->ScoreNode(ctx, n));
+        });
+      }
+      return out;
+    };
+    const std::vector<int64_t> first = scores();
+    REQUIRE_FALSE(first.empty());
+    for (int64_t s : first) {
+      CHECK(s >= 0);
+      CHECK(s <= kMaxScore);
+    }
+    CHECK(scores() == first);  // deterministic, also across builds
+    CHECK(cluster.model().Read()->generation() == generation);
+  }
 }
 
 }  // namespace
