@@ -88,10 +88,10 @@ struct CycleContext {
   /// the model does not show yet). Resource fit and the gang modules stand aside.
   bool planning = false;
   /// Why the pod's gang waits, when the caller has just planned it and found no room
-  /// (the gang admission module answers with it instead of planning again).
+  /// (the gang module's PreFilter answers with it instead of planning again).
   const NodeVerdict* gang_waiting = nullptr;
   /// The queue's verdict for the pod, when the caller has just asked the admission plan (the
-  /// queue admission module answers with it instead of asking again).
+  /// queue module's PreFilter answers with it instead of asking again).
   const NodeVerdict* queue_verdict = nullptr;
   /// A reader that must change nothing (GET endpoints): the queue module answers from the
   /// published admission plan instead of making one.
