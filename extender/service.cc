@@ -127,15 +127,71 @@ Reply VerbErrorReply(int status, std::string_view message) {
   return Reply{.status = status, .body = EncodeVerbError(message)};
 }
 
+// The framework's side effects, recorded as intents (carried out by the intent worker, off the
+// request path), counted in /metrics and written to the log.
+class Service::Effects final : public policy::EffectSink {
+ public:
+  explicit Effects(Service* service) : s_(service) {}
+  bool CanEvict() const override {
+    return s_->evictor_ != nullptr && s_->evictor_->CanEvict().ok();
+  }
+  void Evict(Eviction e) override {
+    s_->intents_.Record(Intent{.kind = IntentKind::kEviction,
+                               .pod = std::move(e.pod),
+                               .for_pod = std::move(e.for_pod),
+                               .why = std::move(e.why),
+                               .cause = std::move(e.cause),
+                               .undo = std::move(e.undo),
+                               .cancelled = std::move(e.cancelled)});
+  }
+  void Nudge(const core::Pod& pod, std::string why) override {
+    if (s_->nudger_ == nullptr) return;
+    s_->intents_.Record(Intent{.kind = IntentKind::kNudge, .pod = pod, .why = std::move(why)});
+  }
+  void NudgeAtNextTick(std::string uid, std::string why) override {
+    if (s_->nudger_ == nullptr) return;
+    absl::MutexLock lock(&s_->nudge_mu_);
+    s_->pending_nudges_.emplace_back(std::move(uid), std::move(why));
+  }
+  void Counted(Count what) override {
+    switch (what) {
+      case Count::kReclaim: s_->metrics_.reclaims.fetch_add(1, std::memory_order_relaxed); break;
+      case Count::kGangAdmission:
+        s_->metrics_.gang_admissions.fetch_add(1, std::memory_order_relaxed);
+        break;
+      case Count::kGangTimeout:
+        s_->metrics_.gang_timeouts.fetch_add(1, std::memory_order_relaxed);
+        break;
+    }
+  }
+  void Log(Level level, std::string message) override {
+    switch (level) {
+      case Level::kDebug: spdlog::debug("{}", message); break;
+      case Level::kInfo: spdlog::info("{}", message); break;
+      case Level::kWarn: spdlog::warn("{}", message); break;
+    }
+  }
+
+ private:
+  Service* s_;
+};
+
 Service::Service(ServiceOptions options, core::ClusterModel* model,
                  std::unique_ptr<policy::Pipeline> pipeline, BinderInterface* binder,
                  const core::Clock* clock)
     : options_(std::move(options)),
       model_(model),
-      pipeline_(std::move(pipeline)),
+      effects_(std::make_unique<Effects>(this)),
+      framework_(std::make_unique<policy::Framework>(
+          std::move(pipeline),
+          policy::FrameworkOptions{.scheduler_name = options_.scheduler_name,
+                                   .reclaim_timeout = options_.reclaim_timeout},
+          model, clock)),
+      pipeline_(&framework_->pipeline()),
       binder_(binder),
       intents_(clock, &metrics_, options_.intents),
       clock_(clock) {
+  framework_->SetEffects(effects_.get());
   if (options_.mode == Mode::kStandalone) {
     local_evictor_ = std::make_unique<LocalEvictor>(model_);
     SetEvictor(local_evictor_.get());
@@ -232,60 +288,9 @@ Reply Service::FilterVerb(std::string_view body) {
     }
     Learn(args->pod, std::move(nodes));
   }
-  const bool managed = args->pod.scheduler_name == options_.scheduler_name;
-  const bool gang_member = managed && policy::GangOf(args->pod).has_value();
-  // A job waiting in its queue is answered by the queue's admission module alone: no gang
-  // reservation, no reclaim on its behalf. The verdict is asked once and handed to the module.
-  std::optional<policy::NodeVerdict> queue_verdict;
-  if (managed && pipeline_->fair_share() != nullptr) {
-    auto view = model_->Read();
-    queue_verdict = QueueVerdict(*view, args->pod);
-  }
-  const bool queued = queue_verdict.has_value() && !queue_verdict->ok();
-  // A gang is admitted whole before any member is filtered: room for every member it needs is
-  // planned against one view and reserved at once.
-  std::optional<policy::NodeVerdict> gang_waiting;
-  if (gang_member && !queued) gang_waiting = PrepareGang(args->pod);
-  auto run = [&](bool reclaim_blocked = false) {
-    auto view = model_->Read();
-    const policy::CycleContext ctx{.state = *view,
-                                   .pod = args->pod,
-                                   .now = clock_->Now(),
-                                   .explain = false,
-                                   .reclaim_blocked = reclaim_blocked,
-                                   .gang_waiting = gang_waiting ? &*gang_waiting : nullptr,
-                                   .queue_verdict = queue_verdict ? &*queue_verdict : nullptr};
-    return pipeline_->Filter(ctx, args->node_names);
-  };
-  auto none_fit = [](const std::vector<policy::NodeVerdict>& v) {
-    return std::none_of(v.begin(), v.end(), [](const policy::NodeVerdict& x) { return x.ok(); });
-  };
-  std::vector<policy::NodeVerdict> verdicts = run();
-  if (gang_member && none_fit(verdicts) && ReplanGangMember(args->pod, args->node_names)) {
-    // kube-scheduler did not offer the member's reserved node (or it no longer fits there):
-    // its room moved to a candidate near the rest of the gang.
-    verdicts = run();
-  }
-  if (none_fit(verdicts) && managed && !gang_member && !queued) {
-    // Preempt first, then borrow: make room in the pod's home pool. The victims leave once the
-    // intent worker has evicted them; meanwhile the answer names the reclaim. A pod whose
-    // reclaim was refused lately borrows instead (seed 004).
-    if (ReclaimBlocked(args->pod.uid.view(), clock_->Now())) {
-      verdicts = run(/*reclaim_blocked=*/true);
-    } else if (MaybeReclaim(args->pod) == Reclaim::kHeld) {
-      verdicts = run();
-    }
-    if (none_fit(verdicts)) {
-      auto view = model_->Read();
-      if (const core::Reservation* r = view->FindReservation(args->pod.uid);
-          r != nullptr && r->gang.empty()) {
-        const policy::NodeVerdict waiting = policy::ReclaimInProgressVerdict(*view, *r);
-        for (policy::NodeVerdict& v : verdicts) {
-          if (v.reason != policy::Reason::kUnknownNode) v = waiting;
-        }
-      }
-    }
-  }
+  const std::vector<policy::NodeVerdict> verdicts = framework_->Filter(args->pod, args->node_names);
+  const bool none_fit = std::none_of(verdicts.begin(), verdicts.end(),
+                                     [](const policy::NodeVerdict& v) { return v.ok(); });
   // One count per reason code this call gave (not per node: a call over 5,000 nodes is one
   // pod's answer), and one log line per decision: how many nodes gave each reason.
   std::vector<std::pair<policy::Reason, int>> reasons;
@@ -299,7 +304,9 @@ Reply Service::FilterVerb(std::string_view body) {
       ++it->second;
     }
   }
-  if (managed && none_fit(verdicts)) NoteWaiting(args->pod, verdicts, reasons);
+  if (args->pod.scheduler_name == options_.scheduler_name && none_fit) {
+    NoteWaiting(args->pod, verdicts, reasons);
+  }
   if (spdlog::should_log(spdlog::level::debug)) {
     int rejected = 0;
     std::string summary;
@@ -314,151 +321,8 @@ Reply Service::FilterVerb(std::string_view body) {
   return Reply{.status = 200, .body = EncodeFilterResult(*args, verdicts)};
 }
 
-Service::Reclaim Service::MaybeReclaim(const core::Pod& pod) {
-  // Gangs make room through their own plan (elastic members of other gangs), not pool reclaim.
-  if (evictor_ == nullptr || pod.scheduler_name != options_.scheduler_name ||
-      policy::GangOf(pod).has_value()) {
-    return Reclaim::kNone;
-  }
-  if (!evictor_->CanEvict().ok()) return Reclaim::kNone;
-  std::optional<policy::ReclaimPlan> plan;
-  std::vector<core::Pod> victims;
-  core::Pod known;
-  core::Reservation hold;
-  {
-    auto view = model_->Read();
-    const core::PodState* p = view->FindPod(pod.uid);
-    if (p == nullptr) return Reclaim::kNone;
-    if (view->FindReservation(pod.uid) != nullptr) return Reclaim::kHeld;
-    known = p->pod;
-    const policy::CycleContext ctx{
-        .state = *view, .pod = known, .now = clock_->Now(), .explain = false};
-    plan = pipeline_->PlanReclaim(ctx);
-    if (!plan) return Reclaim::kNone;
-    for (const core::PodState* v : plan->victims) {
-      victims.push_back(v->pod);
-      hold.evicted.push_back(v->pod.Key());
-    }
-    hold.request = known.request;
-    hold.expires = clock_->Now() + options_.reclaim_timeout;
-    hold.purpose = plan->purpose;
-  }
-  // Hold the room before evicting, so that nothing else takes it as the victims leave. The
-  // check runs under the model's write lock, so concurrent reclaims need no lock of their own:
-  // the pod must have no room held yet (another filter of it may have won), and the victims
-  // must still be there as planned, not evicted by another reclaim meanwhile.
-  absl::Status held = model_->Reserve(
-      known.uid, plan->node, hold, [&](const core::ClusterState& state) -> absl::Status {
-        if (state.FindReservation(known.uid) != nullptr) {
-          return absl::AbortedError("room is already held for it");
-        }
-        absl::Status taken = absl::OkStatus();
-        state.ForEachReservation([&](std::string_view, const core::Reservation& r) {
-          for (const std::string& key : r.evicted) {
-            if (std::find(hold.evicted.begin(), hold.evicted.end(), key) != hold.evicted.end()) {
-              taken = absl::AbortedError(StrCat("victim ", key, " is being evicted for another pod"));
-            }
-          }
-        });
-        if (!taken.ok()) return taken;
-        for (const core::Pod& v : victims) {
-          const core::PodState* now = state.FindPod(v.uid);
-          if (now == nullptr || now->pod.terminating || now->pod.node_name != v.node_name) {
-            return absl::AbortedError(StrCat("victim ", v.Key(), " changed meanwhile"));
-          }
-        }
-        return absl::OkStatus();
-      });
-  if (!held.ok()) {
-    spdlog::info("reclaim for pod={} not started: {}", known.Key(), ToStd(held.message()));
-    return Reclaim::kNone;
-  }
-  std::string names;
-  for (const core::Pod& v : victims) StrAppend(&names, names.empty() ? "" : ", ", v.Key());
-  spdlog::info("{} for pod={}: holding room on node {}, evicting [{}]", plan->purpose, known.Key(),
-               plan->node, names);
-  // The first eviction refused for good (a disruption budget, a lost leadership) undoes the
-  // reclaim, and the other evictions of it still queued are dropped.
-  auto cancelled = std::make_shared<std::atomic<bool>>(false);
-  for (const core::Pod& v : victims) {
-    intents_.Record(Intent{.kind = IntentKind::kEviction,
-                           .pod = v,
-                           .for_pod = known,
-                           .why = plan->purpose,
-                           .cause = "reclaim",
-                           .undo = [this, known](const absl::Status& s) { UndoReclaim(known, s); },
-                           .cancelled = cancelled});
-  }
-  metrics_.reclaims.fetch_add(1, std::memory_order_relaxed);
-  return Reclaim::kHeld;
-}
-
-void Service::UndoReclaim(const core::Pod& pod, const absl::Status& why) {
-  spdlog::warn("reclaim for pod={} undone ({}): room released, it may borrow for {}", pod.Key(),
-               ToStd(why.message()), absl::FormatDuration(options_.reclaim_timeout));
-  model_->Unreserve(pod.uid.view());
-  {
-    absl::MutexLock lock(&blocked_mu_);
-    reclaim_blocked_[pod.uid.str()] = clock_->Now() + options_.reclaim_timeout;
-  }
-  // kube-scheduler may hold the pod in its backoff: have it try again, borrowing now.
-  if (nudger_ != nullptr) {
-    intents_.Record(Intent{.kind = IntentKind::kNudge, .pod = pod, .why = "its reclaim was refused"});
-  }
-}
-
-bool Service::ReclaimBlocked(std::string_view uid, absl::Time now) {
-  absl::MutexLock lock(&blocked_mu_);
-  std::erase_if(reclaim_blocked_, [&](const auto& e) { return e.second <= now; });
-  return reclaim_blocked_.contains(uid);
-}
-
-/// How long a pending pod waits for kube-scheduler before housekeeping reclaims for it.
-constexpr absl::Duration kReclaimPendingAfter = absl::Seconds(5);
-
 int Service::Housekeeping() {
-  const absl::Time now = clock_->Now();
-  std::vector<std::string> expired_gangs;
-  {
-    auto view = model_->Read();
-    view->ForEachReservation([&](std::string_view, const core::Reservation& r) {
-      if (r.expires <= now && !r.gang.empty() &&
-          std::find(expired_gangs.begin(), expired_gangs.end(), r.gang) == expired_gangs.end()) {
-        expired_gangs.push_back(r.gang);
-      }
-    });
-  }
-  for (const std::string& uid : model_->ExpireReservations(now)) {
-    spdlog::info("room held for pod uid={} released: its time ran out", uid);
-  }
-  GangHousekeeping(now, expired_gangs);
-  if (options_.mode != Mode::kKubernetes || evictor_ == nullptr || !evictor_->CanEvict().ok()) {
-    return 0;
-  }
-  std::vector<core::Pod> pending;
-  {
-    auto view = model_->Read();
-    view->ForEachPod([&](core::PodSlot, const core::PodState& p) {
-      if (p.pod.scheduler_name != options_.scheduler_name || !p.pod.node_name.empty() ||
-          policy::GangOf(p.pod).has_value() ||
-          p.pod.terminating || core::IsTerminal(p.pod.phase) ||
-          now - p.pod.creation < kReclaimPendingAfter ||
-          view->FindBind(p.pod.uid.view()) != nullptr ||
-          view->FindReservation(p.pod.uid.view()) != nullptr ||
-          ReclaimBlocked(p.pod.uid.view(), now) ||
-          (pipeline_->fair_share() != nullptr && !QueueVerdict(*view, p.pod).ok())) {
-        return;
-      }
-      pending.push_back(p.pod);
-    });
-  }
-  // Highest priority first, then oldest, as the pods would have been tried.
-  std::sort(pending.begin(), pending.end(), [](const core::Pod& a, const core::Pod& b) {
-    return a.priority != b.priority ? a.priority > b.priority : a.creation < b.creation;
-  });
-  int started = 0;
-  for (const core::Pod& p : pending) started += MaybeReclaim(p) == Reclaim::kHeld ? 1 : 0;
-  return started;
+  return framework_->Housekeeping(/*reclaim_pending=*/options_.mode == Mode::kKubernetes);
 }
 
 Reply Service::PrioritizeVerb(std::string_view body) {
@@ -466,13 +330,7 @@ Reply Service::PrioritizeVerb(std::string_view body) {
   if (absl::Status s = parsed.Parse(body); !s.ok()) return VerbErrorReply(400, ToStd(s.message()));
   absl::StatusOr<ExtenderArgs> args = DecodeExtenderArgs(parsed.root(), model_->resources());
   if (!args.ok()) return VerbErrorReply(400, ToStd(args.status().message()));
-  std::vector<int64_t> scores;
-  {
-    auto view = model_->Read();
-    const policy::CycleContext ctx{
-        .state = *view, .pod = args->pod, .now = clock_->Now(), .explain = false};
-    scores = pipeline_->Score(ctx, args->node_names);
-  }
+  const std::vector<int64_t> scores = framework_->Score(args->pod, args->node_names);
   if (spdlog::should_log(spdlog::level::debug)) {
     auto best = std::max_element(scores.begin(), scores.end());
     spdlog::debug("prioritize pod={}/{} candidates={} best={} score={}", args->pod.ns,
@@ -526,61 +384,22 @@ Reply Service::BindVerb(std::string_view body) {
     uid = pod.uid;
   }
   const std::string node(args->node);
-  auto refusal = [&](const policy::NodeVerdict& v) {
-    return absl::FailedPreconditionError(StrCat("node ", node, " cannot take pod ", key, ": ",
-                                                v.message, v.detail.empty() ? "" : " (", v.detail,
-                                                v.detail.empty() ? "" : ")"));
-  };
-  // The policy check runs on a read view, off the model's exclusive lock: the what-if's check
-  // (every admission rule and filter, as the filter call answered). The commit under the lock
-  // then only compares the node's generation with the one checked, and re-checks the room of a
-  // node that changed meanwhile (docs/decisions.md, "Bind").
-  uint64_t checked_generation = 0;
-  bool checked = false;
-  {
-    auto view = model_->Read();
-    const core::PodState* p = view->FindPod(uid);
-    const core::NodeState* n = view->FindNode(node);
-    // A pod bound or being bound already is Assume's to answer (idempotent binds).
-    if (p != nullptr && n != nullptr && p->pod.node_name.empty() &&
-        view->FindBind(uid) == nullptr) {
-      const policy::WhatIf whatif(*view, clock_->Now(), pipeline_.get());
-      const policy::NodeVerdict v = whatif.Check(p->pod, *n, /*as_plan=*/false, /*explain=*/true);
-      if (!v.ok()) {
-        const absl::Status refused = refusal(v);
-        spdlog::info("bind refused pod={} node={}: {}", key, node, ToStd(refused.message()));
-        return Reply{.body = EncodeBindingResult(ToStd(refused.message()))};
-      }
-      checked_generation = n->generation;
-      checked = true;
-    }
+  const policy::BindResult r = framework_->Bind(
+      pod, node, [&](const core::Pod& p, std::string_view n) { return binder_->Bind(p, n); });
+  switch (r.outcome) {
+    case policy::BindResult::Outcome::kRefused:
+      spdlog::info("bind refused pod={} node={}: {}", key, node, ToStd(r.status.message()));
+      return Reply{.body = EncodeBindingResult(ToStd(r.status.message()))};
+    case policy::BindResult::Outcome::kAlreadyPlaced:
+      spdlog::debug("bind pod={} node={}: already placed there", key, node);
+      return Reply{.body = EncodeBindingResult("")};
+    case policy::BindResult::Outcome::kBinderFailed:
+      spdlog::warn("bind failed pod={} node={}: {}", key, node, ToStd(r.status.message()));
+      return Reply{.body = EncodeBindingResult(StrCat("binding ", key, " to ", node, " failed: ",
+                                                      r.status.message()))};
+    case policy::BindResult::Outcome::kBound:
+      break;
   }
-  auto check = [&](const core::ClusterState& state, const core::PodState& p,
-                   const core::NodeState& n) -> absl::Status {
-    if (!checked) return absl::AbortedError("the pod changed while its bind was checked");
-    if (n.generation == checked_generation) return absl::OkStatus();
-    const policy::NodeVerdict v =
-        policy::CheckFit(state.resources(), p.pod.request, n, state.OwnReservation(p.pod.uid, n),
-                         /*explain=*/true);
-    return v.ok() ? absl::OkStatus() : refusal(v);
-  };
-  absl::StatusOr<bool> assumed = model_->Assume(uid, node, check);
-  if (!assumed.ok()) {
-    spdlog::info("bind refused pod={} node={}: {}", key, node, ToStd(assumed.status().message()));
-    return Reply{.body = EncodeBindingResult(ToStd(assumed.status().message()))};
-  }
-  if (!*assumed) {
-    spdlog::debug("bind pod={} node={}: already placed there", key, node);
-    return Reply{.body = EncodeBindingResult("")};
-  }
-  absl::Status bound = binder_->Bind(pod, node);
-  if (!bound.ok()) {
-    model_->Forget(uid);
-    spdlog::warn("bind failed pod={} node={}: {}", key, node, ToStd(bound.message()));
-    return Reply{.body = EncodeBindingResult(StrCat("binding ", key, " to ", node, " failed: ",
-                                                    bound.message()))};
-  }
-  model_->BindSucceeded(uid);
   spdlog::debug("bind pod={} node={}", key, node);
   return Reply{.body = EncodeBindingResult("")};
 }
@@ -591,32 +410,25 @@ Reply Service::PreemptVerb(std::string_view body) {
   absl::StatusOr<PreemptionArgs> args = DecodePreemptionArgs(parsed.root(), model_->resources());
   if (!args.ok()) return VerbErrorReply(400, ToStd(args.status().message()));
   Learn(args->pod, {});
+  std::vector<policy::NodeVictims> proposal;
+  proposal.reserve(args->candidates.size());
+  for (const PreemptionCandidate& c : args->candidates) {
+    policy::NodeVictims nv{.node = std::string(c.node), .pdb_violations = c.pdb_violations};
+    for (const auto& [uid, priority] : c.victims) {
+      nv.victims.push_back(policy::Victim{.uid = std::string(uid), .priority = priority.value_or(0)});
+    }
+    proposal.push_back(std::move(nv));
+  }
+  std::vector<std::pair<std::string, policy::NodeVerdict>> dropped;
   std::vector<MetaVictims> out;
-  {
-    auto view = model_->Read();
-    const policy::CycleContext ctx{
-        .state = *view, .pod = args->pod, .now = clock_->Now(), .explain = false};
-    std::vector<policy::NodeVictims> proposal;
-    proposal.reserve(args->candidates.size());
-    for (const PreemptionCandidate& c : args->candidates) {
-      policy::NodeVictims nv{.node = std::string(c.node), .pdb_violations = c.pdb_violations};
-      for (const auto& [uid, priority] : c.victims) {
-        policy::Victim v{.uid = std::string(uid), .known = view->FindPod(uid)};
-        v.priority = v.known != nullptr ? v.known->pod.priority : priority.value_or(0);
-        nv.victims.push_back(std::move(v));
-      }
-      proposal.push_back(std::move(nv));
-    }
-    std::vector<std::pair<std::string, policy::NodeVerdict>> dropped;
-    for (policy::NodeVictims& nv : pipeline_->Preempt(ctx, std::move(proposal), &dropped)) {
-      MetaVictims mv{.node = std::move(nv.node), .pdb_violations = nv.pdb_violations};
-      for (policy::Victim& v : nv.victims) mv.uids.push_back(std::move(v.uid));
-      out.push_back(std::move(mv));
-    }
-    for (const auto& [node, why] : dropped) {
-      spdlog::debug("preempt pod={} dropped node={}: {} {}", args->pod.Key(), node, why.message,
-                    why.detail);
-    }
+  for (policy::NodeVictims& nv : framework_->ReviewPreemption(args->pod, std::move(proposal), &dropped)) {
+    MetaVictims mv{.node = std::move(nv.node), .pdb_violations = nv.pdb_violations};
+    for (policy::Victim& v : nv.victims) mv.uids.push_back(std::move(v.uid));
+    out.push_back(std::move(mv));
+  }
+  for (const auto& [node, why] : dropped) {
+    spdlog::debug("preempt pod={} dropped node={}: {} {}", args->pod.Key(), node, why.message,
+                  why.detail);
   }
   uint64_t victims = 0;
   for (const MetaVictims& mv : out) victims += mv.uids.size();
@@ -810,7 +622,7 @@ Reply Service::DebugPods(bool text, bool all) const {
     }
     if (p->pod.node_name.empty() && !core::IsTerminal(p->pod.phase)) {
       policy::NodeVerdict v =
-          pipeline_->Admit({.state = *view, .pod = p->pod, .now = now, .read_only = true});
+          pipeline_->PreFilter({.state = *view, .pod = p->pod, .now = now, .read_only = true});
       r.admitted = v.ok();
       r.why = v.message;
     }

@@ -18,6 +18,7 @@
 #include "extender/intents.h"
 #include "extender/metrics.h"
 #include "nlohmann/json_fwd.hpp"
+#include "policy/framework.h"
 #include "policy/pipeline.h"
 
 namespace berth::extender {
@@ -249,41 +250,16 @@ class Service {
   /// the time it arrived (or keeps the one it had), as the API server stamps it on create.
   void StampCreation(std::vector<core::ModelEvent>* events) const;
   std::vector<std::string> TopologyPath(const core::Node& node) const;
-  /// What MaybeReclaim did.
-  enum class Reclaim { kNone, kHeld };
-  /// Plans a reclaim for a berth pod no candidate takes: holds the room for it and records the
-  /// evictions of the victims. kHeld: room is held for the pod (now or from before). A refused
-  /// eviction undoes it later (UndoReclaim).
-  Reclaim MaybeReclaim(const core::Pod& pod);
-  /// A reclaim's eviction failed for good: releases the room held for `pod`, lets it borrow
-  /// until the reclaim timeout has passed, and nudges it.
-  void UndoReclaim(const core::Pod& pod, const absl::Status& why);
-  /// Whether a reclaim for the pod failed recently (its filters may borrow, none starts).
-  bool ReclaimBlocked(std::string_view uid, absl::Time now);
-
-  // Gangs (service_gangs.cc).
-  /// Before filtering a gang member: admits its gang (plans and reserves room for every member
-  /// it needs at once) or places elastic members. \return why the gang waits when it was just
-  /// planned and does not fit (the admission module answers with it).
-  std::optional<policy::NodeVerdict> PrepareGang(const core::Pod& pod);
-  /// After filtering a member whose reserved node kube-scheduler did not offer (or that no
-  /// longer fits): moves its reservation to a candidate near the gang. \return whether it moved.
-  bool ReplanGangMember(const core::Pod& pod, std::span<const std::string_view> candidates);
-  /// Housekeeping of gangs: reports reservations that ran out and gangs left incomplete
-  /// (evicting their bound members when configured).
-  void GangHousekeeping(absl::Time now, const std::vector<std::string>& expired_gangs);
-
-  // Queues (service_queues.cc).
-  /// The queue's verdict for the pod (policy::AdmissionVerdict on the current plan): kFit
-  /// unless it waits in its queue. Requires the queue module (pipeline_->fair_share()).
-  policy::NodeVerdict QueueVerdict(const core::ClusterState& state, const core::Pod& pod) const;
-  /// Asks the next admission tick to nudge the pods of `requests` except `skip_uid`.
-  void QueueNudges(const std::vector<core::ReservationRequest>& requests, std::string_view skip_uid,
-                   std::string_view why);
+  /// Where the framework's side effects go: intents, nudges, counters and the log.
+  class Effects;
+  friend class Effects;
 
   ServiceOptions options_;
   core::ClusterModel* model_;
-  std::unique_ptr<policy::Pipeline> pipeline_;
+  /// The scheduling cycle (policy/framework.h), and its pipeline for the debug endpoints.
+  std::unique_ptr<Effects> effects_;
+  std::unique_ptr<policy::Framework> framework_;
+  const policy::Pipeline* pipeline_;
   BinderInterface* binder_;
   std::unique_ptr<LocalEvictor> local_evictor_;
   EvictorInterface* evictor_ = nullptr;
@@ -308,9 +284,6 @@ class Service {
   mutable extender::Metrics metrics_;
   /// Evictions, nudges and Events recorded by verbs and ticks, carried out by its worker.
   IntentQueue intents_;
-  /// Pods whose reclaim was undone, until when they may borrow instead.
-  absl::Mutex blocked_mu_;
-  std::map<std::string, absl::Time, std::less<>> reclaim_blocked_ ABSL_GUARDED_BY(blocked_mu_);
   /// Pods that passed admission at the last tick, and nudges asked for since.
   absl::Mutex nudge_mu_;
   std::set<std::string> admitted_at_last_tick_ ABSL_GUARDED_BY(nudge_mu_);

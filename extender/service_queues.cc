@@ -19,23 +19,6 @@ std::string Percent(double part, double whole) {
 
 }  // namespace
 
-policy::NodeVerdict Service::QueueVerdict(const core::ClusterState& state, const core::Pod& pod) const {
-  policy::FairShare* book = pipeline_->fair_share();
-  if (book == nullptr || pod.scheduler_name != options_.scheduler_name) return policy::NodeVerdict::Ok();
-  std::shared_ptr<const policy::AdmissionPlan> plan =
-      book->PlanFor(state, clock_->Now(), pod.uid.view());
-  return policy::AdmissionVerdict(*plan, state, pod);
-}
-
-void Service::QueueNudges(const std::vector<core::ReservationRequest>& requests,
-                          std::string_view skip_uid, std::string_view why) {
-  if (nudger_ == nullptr) return;
-  absl::MutexLock lock(&nudge_mu_);
-  for (const core::ReservationRequest& r : requests) {
-    if (r.uid != skip_uid) pending_nudges_.emplace_back(r.uid, std::string(why));
-  }
-}
-
 AdmissionTickStats Service::AdmissionTick() {
   AdmissionTickStats stats;
   policy::FairShare* book = pipeline_->fair_share();

@@ -15,23 +15,55 @@ NodeVerdict UnknownNodeVerdict() {
                      .detail = "berth's model has no node of this name"};
 }
 
-Pipeline::Pipeline(std::vector<std::unique_ptr<AdmissionPolicyInterface>> admission,
-                   std::vector<std::unique_ptr<FilterPolicyInterface>> filters,
-                   std::vector<WeightedScore> scores,
-                   std::vector<std::unique_ptr<PreemptPolicyInterface>> preempt,
-                   std::vector<std::unique_ptr<OrderPolicyInterface>> order,
-                   std::vector<std::unique_ptr<ReclaimPolicyInterface>> reclaim,
-                   std::shared_ptr<const GangPlanner> gangs,
+std::string_view PointName(Point p) {
+  switch (p) {
+    case Point::kPreFilter: return "PreFilter";
+    case Point::kFilter: return "Filter";
+    case Point::kPostFilter: return "PostFilter";
+    case Point::kPreemptionReview: return "PreemptionReview";
+    case Point::kScore: return "Score";
+    case Point::kPermit: return "Permit";
+    case Point::kReserve: return "Reserve";
+    case Point::kQueueSort: return "QueueSort";
+  }
+  return "?";
+}
+
+std::string PointNames(PointMask mask) {
+  std::string out;
+  for (size_t i = 0; i < kPointCount; ++i) {
+    const auto p = static_cast<Point>(i);
+    if (mask & Bit(p)) StrAppend(&out, out.empty() ? "" : ", ", PointName(p));
+  }
+  return out.empty() ? std::string("none") : out;
+}
+
+PointMask PointsOf(const Module& m) {
+  PointMask mask = 0;
+  if (dynamic_cast<const PreFilterPlugin*>(&m) != nullptr) mask |= Bit(Point::kPreFilter);
+  if (dynamic_cast<const FilterPlugin*>(&m) != nullptr) mask |= Bit(Point::kFilter);
+  if (dynamic_cast<const PostFilterPlugin*>(&m) != nullptr) mask |= Bit(Point::kPostFilter);
+  if (dynamic_cast<const PreemptionReviewPlugin*>(&m) != nullptr) {
+    mask |= Bit(Point::kPreemptionReview);
+  }
+  if (dynamic_cast<const ScorePlugin*>(&m) != nullptr) mask |= Bit(Point::kScore);
+  if (dynamic_cast<const PermitPlugin*>(&m) != nullptr) mask |= Bit(Point::kPermit);
+  if (dynamic_cast<const ReservePlugin*>(&m) != nullptr) mask |= Bit(Point::kReserve);
+  if (dynamic_cast<const QueueSortPlugin*>(&m) != nullptr) mask |= Bit(Point::kQueueSort);
+  return mask;
+}
+
+Pipeline::Pipeline(Points points, std::shared_ptr<const GangPlanner> gangs,
                    std::shared_ptr<FairShare> fair_share)
-    : admission_(std::move(admission)),
-      filters_(std::move(filters)),
-      scores_(std::move(scores)),
-      preempt_(std::move(preempt)),
-      order_(std::move(order)),
-      reclaim_(std::move(reclaim)),
-      gangs_(std::move(gangs)),
-      fair_share_(std::move(fair_share)) {
-  for (const WeightedScore& s : scores_) total_weight_ += s.weight;
+    : points_(std::move(points)), gangs_(std::move(gangs)), fair_share_(std::move(fair_share)) {
+  for (const WeightedScore& s : points_.score) total_weight_ += s.weight;
+  for (const auto& p : points_.prefilter) {
+    const bool has_permit = std::any_of(
+        points_.permit.begin(), points_.permit.end(),
+        [&](const auto& q) { return static_cast<const Module*>(q.get()) ==
+                                    static_cast<const Module*>(p.get()); });
+    if (!has_permit) bind_prefilter_.push_back(p.get());
+  }
 }
 
 CycleContext Pipeline::Own(const CycleContext& ctx) const {
@@ -40,13 +72,38 @@ CycleContext Pipeline::Own(const CycleContext& ctx) const {
   return c;
 }
 
-NodeVerdict Pipeline::Admit(const CycleContext& in) const {
+NodeVerdict Pipeline::PreFilter(const CycleContext& in) const {
   const CycleContext ctx = Own(in);
-  for (const auto& a : admission_) {
-    NodeVerdict v = a->Admit(ctx);
+  for (const auto& a : points_.prefilter) {
+    NodeVerdict v = a->PreFilter(ctx);
     if (!v.ok()) return v;
   }
   return NodeVerdict::Ok();
+}
+
+NodeVerdict Pipeline::Permit(const CycleContext& in, const core::NodeState& node) const {
+  const CycleContext ctx = Own(in);
+  for (const PreFilterPlugin* a : bind_prefilter_) {
+    NodeVerdict v = a->PreFilter(ctx);
+    if (!v.ok()) return v;
+  }
+  for (const auto& p : points_.permit) {
+    NodeVerdict v = p->Permit(ctx, node);
+    if (!v.ok()) return v;
+  }
+  return NodeVerdict::Ok();
+}
+
+void Pipeline::Reserve(const CycleContext& in, const core::NodeState& node) const {
+  const CycleContext ctx = Own(in);
+  for (const auto& r : points_.reserve) r->Reserve(ctx, node);
+}
+
+void Pipeline::Unreserve(const CycleContext& in, const core::NodeState& node) const {
+  const CycleContext ctx = Own(in);
+  for (auto it = points_.reserve.rbegin(); it != points_.reserve.rend(); ++it) {
+    (*it)->Unreserve(ctx, node);
+  }
 }
 
 NodeVerdict Pipeline::FilterNode(const CycleContext& in, const core::NodeState& node) const {
@@ -55,7 +112,7 @@ NodeVerdict Pipeline::FilterNode(const CycleContext& in, const core::NodeState& 
   std::optional<CycleContext> owned;
   if (in.pipeline != this) owned.emplace(Own(in));
   const CycleContext& ctx = owned ? *owned : in;
-  for (const auto& f : filters_) {
+  for (const auto& f : points_.filter) {
     NodeVerdict v = f->Filter(ctx, node);
     if (!v.ok()) return v;
   }
@@ -65,10 +122,10 @@ NodeVerdict Pipeline::FilterNode(const CycleContext& in, const core::NodeState& 
 std::vector<NodeVerdict> Pipeline::Filter(const CycleContext& ctx,
                                           std::span<const std::string_view> candidates) const {
   std::vector<NodeVerdict> out(candidates.size());
-  CycleMemo memo;
+  CycleState state;
   CycleContext cycle = Own(ctx);
-  if (cycle.memo == nullptr) cycle.memo = &memo;
-  NodeVerdict admitted = Admit(cycle);
+  if (cycle.cycle == nullptr) cycle.cycle = &state;
+  NodeVerdict admitted = PreFilter(cycle);
   for (size_t i = 0; i < candidates.size(); ++i) {
     const core::NodeState* node = cycle.state.FindNode(candidates[i]);
     if (node == nullptr) {
@@ -82,11 +139,11 @@ std::vector<NodeVerdict> Pipeline::Filter(const CycleContext& ctx,
   return out;
 }
 
-std::optional<ReclaimPlan> Pipeline::PlanReclaim(const CycleContext& in) const {
+std::optional<ReclaimPlan> Pipeline::PostFilter(const CycleContext& in) const {
   const CycleContext ctx = Own(in);
-  if (reclaim_.empty() || !Admit(ctx).ok()) return std::nullopt;
-  for (const auto& r : reclaim_) {
-    if (std::optional<ReclaimPlan> plan = r->Plan(ctx)) return plan;
+  if (points_.postfilter.empty() || !PreFilter(ctx).ok()) return std::nullopt;
+  for (const auto& r : points_.postfilter) {
+    if (std::optional<ReclaimPlan> plan = r->PostFilter(ctx)) return plan;
   }
   return std::nullopt;
 }
@@ -95,8 +152,8 @@ std::vector<const core::PodState*> Pipeline::ReclaimCandidates(const CycleContex
                                                                 const core::NodeState& node) const {
   const CycleContext ctx = Own(in);
   std::vector<const core::PodState*> out;
-  for (const auto& r : reclaim_) {
-    for (const core::PodState* p : r->Candidates(ctx, node)) {
+  for (const auto& r : points_.postfilter) {
+    for (const core::PodState* p : r->ReclaimCandidates(ctx, node)) {
       if (std::find(out.begin(), out.end(), p) == out.end()) out.push_back(p);
     }
   }
@@ -131,20 +188,20 @@ std::vector<char> Applying(const std::vector<Pipeline::WeightedScore>& scores,
 int64_t Pipeline::ScoreNode(const CycleContext& in, const core::NodeState& node) const {
   if (total_weight_ <= 0) return 0;
   const CycleContext ctx = Own(in);
-  return WeightedMean(scores_, Applying(scores_, ctx), ctx, node);
+  return WeightedMean(points_.score, Applying(points_.score, ctx), ctx, node);
 }
 
 std::vector<int64_t> Pipeline::Score(const CycleContext& ctx,
                                      std::span<const std::string_view> candidates) const {
   std::vector<int64_t> out(candidates.size(), 0);
   if (total_weight_ <= 0) return out;
-  CycleMemo memo;
+  CycleState state;
   CycleContext cycle = Own(ctx);
-  if (cycle.memo == nullptr) cycle.memo = &memo;
-  const std::vector<char> applies = Applying(scores_, cycle);
+  if (cycle.cycle == nullptr) cycle.cycle = &state;
+  const std::vector<char> applies = Applying(points_.score, cycle);
   for (size_t i = 0; i < candidates.size(); ++i) {
     if (const core::NodeState* node = cycle.state.FindNode(candidates[i])) {
-      out[i] = WeightedMean(scores_, applies, cycle, *node);
+      out[i] = WeightedMean(points_.score, applies, cycle, *node);
     }
   }
   return out;
@@ -164,7 +221,7 @@ EligibleFn Pipeline::Eligibility(const core::ClusterState& state, absl::Time now
   };
 }
 
-std::vector<NodeVictims> Pipeline::Preempt(
+std::vector<NodeVictims> Pipeline::ReviewPreemption(
     const CycleContext& in, std::vector<NodeVictims> proposal,
     std::vector<std::pair<std::string, NodeVerdict>>* dropped) const {
   const CycleContext ctx = Own(in);
@@ -180,7 +237,7 @@ std::vector<NodeVictims> Pipeline::Preempt(
       continue;
     }
     bool keep = true;
-    for (const auto& p : preempt_) {
+    for (const auto& p : points_.review) {
       NodeVerdict why;
       if (!p->Review(ctx, *node, &nv, &why)) {
         drop(nv.node, std::move(why));
@@ -205,12 +262,16 @@ std::vector<NodeVictims> Pipeline::Preempt(
 
 std::vector<std::string> Pipeline::Describe() const {
   std::vector<std::string> out;
-  for (const auto& a : admission_) out.push_back(StrCat("admission:", a->Name()));
-  for (const auto& f : filters_) out.push_back(StrCat("filter:", f->Name()));
-  for (const auto& s : scores_) out.push_back(StrCat("score:", s.policy->Name(), "*", s.weight));
-  for (const auto& p : preempt_) out.push_back(StrCat("preempt:", p->Name()));
-  for (const auto& o : order_) out.push_back(StrCat("order:", o->Name()));
-  for (const auto& r : reclaim_) out.push_back(StrCat("reclaim:", r->Name()));
+  for (const auto& m : points_.prefilter) out.push_back(StrCat("prefilter:", m->Name()));
+  for (const auto& m : points_.filter) out.push_back(StrCat("filter:", m->Name()));
+  for (const auto& m : points_.postfilter) out.push_back(StrCat("postfilter:", m->Name()));
+  for (const auto& m : points_.review) out.push_back(StrCat("review:", m->Name()));
+  for (const auto& s : points_.score) {
+    out.push_back(StrCat("score:", s.policy->Name(), "*", s.weight));
+  }
+  for (const auto& m : points_.permit) out.push_back(StrCat("permit:", m->Name()));
+  for (const auto& m : points_.reserve) out.push_back(StrCat("reserve:", m->Name()));
+  for (const auto& m : points_.queue_sort) out.push_back(StrCat("queuesort:", m->Name()));
   return out;
 }
 

@@ -14,84 +14,103 @@
 
 namespace berth::policy {
 
-/// Runs the enabled modules for each verb and combines their answers:
-/// - admission: every admission module must let the pod through (AND); the first refusal is
-///   the verdict of every node;
-/// - filter: per node, modules in configured order; the first non-fit verdict wins (AND);
-/// - score: weighted mean of the score modules, rounded, in [0, kMaxScore];
-/// - preempt: each module reviews the proposal in turn and may shrink, grow or drop it.
+/// The modules placed at each extension point (policy.h), and how their answers combine:
+/// - PreFilter: every module must let the pod through (AND); the first refusal is the verdict
+///   of every node;
+/// - Filter: per node, modules in configured order; the first non-fit verdict wins (AND);
+/// - PostFilter: the first module that plans a reclaim for the pod wins;
+/// - Score: weighted mean of the score modules, rounded, in [0, kMaxScore];
+/// - PreemptionReview: each module reviews the proposal in turn and may shrink, grow or drop it;
+/// - Permit: at bind, the PreFilter modules without a Permit of their own, then every Permit
+///   module; the first refusal wins;
+/// - Reserve / Unreserve: every module, in order (Unreserve in reverse order).
+/// One module instance may sit at several points (the registry places it); the pipeline owns it.
 class Pipeline {
  public:
   struct WeightedScore {
-    std::unique_ptr<ScorePolicyInterface> policy;
+    std::shared_ptr<ScorePlugin> policy;
     int64_t weight;
   };
+  /// The modules at each point, in configured order.
+  struct Points {
+    std::vector<std::shared_ptr<PreFilterPlugin>> prefilter;
+    std::vector<std::shared_ptr<FilterPlugin>> filter;
+    std::vector<std::shared_ptr<PostFilterPlugin>> postfilter;
+    std::vector<std::shared_ptr<PreemptionReviewPlugin>> review;
+    std::vector<WeightedScore> score;
+    std::vector<std::shared_ptr<PermitPlugin>> permit;
+    std::vector<std::shared_ptr<ReservePlugin>> reserve;
+    std::vector<std::shared_ptr<QueueSortPlugin>> queue_sort;
+  };
 
-  Pipeline(std::vector<std::unique_ptr<AdmissionPolicyInterface>> admission,
-           std::vector<std::unique_ptr<FilterPolicyInterface>> filters,
-           std::vector<WeightedScore> scores,
-           std::vector<std::unique_ptr<PreemptPolicyInterface>> preempt,
-           std::vector<std::unique_ptr<OrderPolicyInterface>> order,
-           std::vector<std::unique_ptr<ReclaimPolicyInterface>> reclaim = {},
-           std::shared_ptr<const GangPlanner> gangs = nullptr,
-           std::shared_ptr<FairShare> fair_share = nullptr);
+  explicit Pipeline(Points points, std::shared_ptr<const GangPlanner> gangs = nullptr,
+                    std::shared_ptr<FairShare> fair_share = nullptr);
 
-  /// The pod-level gate. kFit when every admission module agrees.
-  NodeVerdict Admit(const CycleContext& ctx) const;
+  /// PreFilter: the pod-level gate. kFit when every PreFilter module agrees.
+  NodeVerdict PreFilter(const CycleContext& ctx) const;
 
-  /// The verdict of one node (filters only; call Admit first).
+  /// Filter: the verdict of one node (call PreFilter first).
   NodeVerdict FilterNode(const CycleContext& ctx, const core::NodeState& node) const;
 
-  /// Verdicts for candidate node names, in input order. Unknown nodes get kUnknownNode.
+  /// PreFilter, then Filter for candidate node names, in input order. Unknown nodes get
+  /// kUnknownNode.
   std::vector<NodeVerdict> Filter(const CycleContext& ctx,
                                   std::span<const std::string_view> candidates) const;
 
-  /// Combined score of one node that passed the filters.
+  /// Score: combined score of one node that passed the filters.
   int64_t ScoreNode(const CycleContext& ctx, const core::NodeState& node) const;
 
   /// Scores for candidate node names, in input order; unknown nodes score 0.
   std::vector<int64_t> Score(const CycleContext& ctx,
                              std::span<const std::string_view> candidates) const;
 
-  /// Reviews a preemption proposal. Nodes berth does not know, nodes a module drops and nodes
-  /// left with no victim are removed (kube-scheduler rejects an empty victim list). Victims are
-  /// returned highest priority first, as kube-scheduler expects.
+  /// PreemptionReview: reviews a preemption proposal. Nodes berth does not know, nodes a module
+  /// drops and nodes left with no victim are removed (kube-scheduler rejects an empty victim
+  /// list). Victims are returned highest priority first, as kube-scheduler expects.
   /// \param dropped if not null, receives (node, why) for every removed node.
-  std::vector<NodeVictims> Preempt(
+  std::vector<NodeVictims> ReviewPreemption(
       const CycleContext& ctx, std::vector<NodeVictims> proposal,
       std::vector<std::pair<std::string, NodeVerdict>>* dropped = nullptr) const;
 
-  const std::vector<std::unique_ptr<OrderPolicyInterface>>& order() const { return order_; }
+  /// PostFilter: the first module's reclaim plan for a pod no candidate takes (nullopt: none
+  /// reclaims, or the pod does not pass PreFilter).
+  std::optional<ReclaimPlan> PostFilter(const CycleContext& ctx) const;
 
-  /// The first reclaim module's plan for a pod no candidate takes (nullopt: none reclaims).
-  std::optional<ReclaimPlan> PlanReclaim(const CycleContext& ctx) const;
-
-  /// The pods the reclaim modules would let go on `node` for `ctx.pod` (empty when none is
+  /// The pods the PostFilter modules would let go on `node` for `ctx.pod` (empty when none is
   /// configured): what a gang plan may evict for all of its members at once.
   std::vector<const core::PodState*> ReclaimCandidates(const CycleContext& ctx,
                                                        const core::NodeState& node) const;
 
+  /// Permit, at bind: the PreFilter modules that have no Permit, then the Permit modules.
+  NodeVerdict Permit(const CycleContext& ctx, const core::NodeState& node) const;
+  /// Reserve: a bind of `ctx.pod` on `node` was committed to the model.
+  void Reserve(const CycleContext& ctx, const core::NodeState& node) const;
+  /// Unreserve: that bind was rolled back (the binder failed).
+  void Unreserve(const CycleContext& ctx, const core::NodeState& node) const;
+
+  /// QueueSort modules, in order.
+  const std::vector<std::shared_ptr<QueueSortPlugin>>& queue_sort() const {
+    return points_.queue_sort;
+  }
+
   /// The gang planner the gang modules share (nullptr when the pipeline was built without one).
   const GangPlanner* gangs() const { return gangs_.get(); }
-  /// The fair-share book of the "queue" admission module (nullptr when it is not enabled).
+  /// The fair-share book of the "queue" module (nullptr when it is not enabled).
   FairShare* fair_share() const { return fair_share_.get(); }
   /// Whether a pod may go on a node by every filter in planning mode (resources aside): what
   /// gang plans ask of each node.
   EligibleFn Eligibility(const core::ClusterState& state, absl::Time now) const;
 
-  /// Module names per verb, for /debug and logs.
+  /// Module names per point ("prefilter:gang", "score:binpack*1"), for /debug and logs.
   std::vector<std::string> Describe() const;
 
  private:
   /// `ctx` with this pipeline as its `pipeline`.
   CycleContext Own(const CycleContext& ctx) const;
-  std::vector<std::unique_ptr<AdmissionPolicyInterface>> admission_;
-  std::vector<std::unique_ptr<FilterPolicyInterface>> filters_;
-  std::vector<WeightedScore> scores_;
+  Points points_;
   int64_t total_weight_ = 0;
-  std::vector<std::unique_ptr<PreemptPolicyInterface>> preempt_;
-  std::vector<std::unique_ptr<OrderPolicyInterface>> order_;
-  std::vector<std::unique_ptr<ReclaimPolicyInterface>> reclaim_;
+  /// PreFilter modules that answer at bind (those without a Permit of their own).
+  std::vector<const PreFilterPlugin*> bind_prefilter_;
   std::shared_ptr<const GangPlanner> gangs_;
   std::shared_ptr<FairShare> fair_share_;
 };

@@ -15,26 +15,53 @@
 
 namespace berth::policy {
 
-/// Values a module derives once per decision about one pod rather than once per node (e.g.
-/// "does the pod's home pool have room anywhere"), kept for the length of one verb call. One
-/// decision runs on one thread, so it needs no lock.
-class CycleMemo {
+class Module;
+
+/// Per-module state for one cycle (kube-scheduler's CycleState): values a module derives once per
+/// decision about one pod rather than once per node (e.g. "does the pod's home pool have room
+/// anywhere"), kept for the length of one verb call. Each module keeps its values under its own
+/// address, typed: a value is found only under the type it was put with. One decision runs on
+/// one thread, so it needs no lock.
+class CycleState {
  public:
-  /// The value stored under `key` (a module's address) in this cycle, made by `make()` the
-  /// first time.
+  /// The value `module` stored in this cycle, made by `make()` the first time.
   template <class T, class Make>
-  const T& Get(const void* key, Make&& make) {
-    for (const Entry& e : entries_) {
-      if (e.key == key) return *static_cast<const T*>(e.value.get());
+  const T& Get(const void* module, Make&& make) {
+    if (const T* found = Find<T>(module)) return *found;
+    return Put<T>(module, make());
+  }
+  /// Stores `value` as `module`'s value of type T, replacing one stored before.
+  template <class T>
+  const T& Put(const void* module, T value) {
+    auto stored = std::make_shared<const T>(std::move(value));
+    for (Entry& e : entries_) {
+      if (e.module == module && e.type == TypeKey<T>()) {
+        e.value = stored;
+        return *stored;
+      }
     }
-    auto value = std::make_shared<const T>(make());
-    entries_.push_back({key, value});
-    return *value;
+    entries_.push_back({module, TypeKey<T>(), stored});
+    return *stored;
+  }
+  /// `module`'s value of type T in this cycle, or null.
+  template <class T>
+  const T* Find(const void* module) const {
+    for (const Entry& e : entries_) {
+      if (e.module == module && e.type == TypeKey<T>()) return static_cast<const T*>(e.value.get());
+    }
+    return nullptr;
   }
 
  private:
+  // One address per type: the key that keeps two types of one module apart.
+  template <class T>
+  static const void* TypeKey() {
+    static const char key = 0;
+    return &key;
+  }
   struct Entry {
-    const void* key;
+    const void* module;
+    const void* type;
     std::shared_ptr<const void> value;
   };
   std::vector<Entry> entries_;
@@ -50,9 +77,9 @@ struct CycleContext {
   /// only reads the node-independent message, and building hundreds of detail strings per call
   /// would cost more than the decision itself.
   bool explain = true;
-  /// Per-decision memo; null when the caller checks a single node (a module then computes what
-  /// it needs for that call alone).
-  CycleMemo* memo = nullptr;
+  /// Per-module state of this cycle; null when the caller checks a single node (a module then
+  /// computes what it needs for that call alone).
+  CycleState* cycle = nullptr;
   /// A reclaim for this pod was tried in this cycle and could not evict (a disruption budget):
   /// the pod may borrow instead (seed 004: "if eviction fails, borrowing is allowed").
   bool reclaim_blocked = false;
@@ -61,10 +88,10 @@ struct CycleContext {
   /// the model does not show yet). Resource fit and the gang modules stand aside.
   bool planning = false;
   /// Why the pod's gang waits, when the caller has just planned it and found no room
-  /// (the gang admission module answers with it instead of planning again).
+  /// (the gang module's PreFilter answers with it instead of planning again).
   const NodeVerdict* gang_waiting = nullptr;
   /// The queue's verdict for the pod, when the caller has just asked the admission plan (the
-  /// queue admission module answers with it instead of asking again).
+  /// queue module's PreFilter answers with it instead of asking again).
   const NodeVerdict* queue_verdict = nullptr;
   /// A reader that must change nothing (GET endpoints): the queue module answers from the
   /// published admission plan instead of making one.
@@ -87,20 +114,75 @@ struct CycleContext {
   bool Evicted(std::string_view uid) const { return whatif != nullptr && whatif->Evicted(uid); }
 };
 
-/// Per-node filter. Called once per candidate node; must be pure and thread-safe.
-class FilterPolicyInterface {
+// ---- the extension points ---------------------------------------------------------------------
+//
+// berth's scheduling cycle, in the order kube-scheduler users know it (docs/architecture.md, "One
+// pod through the cycle"). A module is one type that implements the points it needs, each an
+// interface below; the registry builds it once and the pipeline places that one instance at
+// every point the configuration lists it for:
+//
+//   point             configuration list    verb
+//   PreFilter         policy.admission      filter (and bind, for modules without Permit)
+//   Filter            policy.filters        filter, and every what-if check
+//   PostFilter        policy.reclaim        filter, when no candidate fits (reclaim)
+//   PreemptionReview  policy.preempt        preempt
+//   Score             policy.scores         prioritize
+//   Permit            policy.admission      bind (the gang barrier)
+//   Reserve           policy.admission      bind committed / rolled back
+//   QueueSort         policy.order          the admission order
+//
+// Permit and Reserve have no list of their own: a module listed in policy.admission that
+// implements them is placed there too, in the same order.
+
+/// The extension points, in cycle order.
+enum class Point : uint8_t {
+  kPreFilter,
+  kFilter,
+  kPostFilter,
+  kPreemptionReview,
+  kScore,
+  kPermit,
+  kReserve,
+  kQueueSort,
+};
+inline constexpr size_t kPointCount = 8;
+/// A set of points, one bit per Point.
+using PointMask = uint32_t;
+constexpr PointMask Bit(Point p) { return PointMask{1} << static_cast<unsigned>(p); }
+/// The point as this file names it ("PreFilter").
+std::string_view PointName(Point p);
+/// "PreFilter, Filter" for the points of `mask`, in cycle order; "none" for none.
+std::string PointNames(PointMask mask);
+
+/// What every module is: a name the configuration refers to. A module type derives from the
+/// interfaces of the points it implements (each derives virtually from Module, so a module has
+/// one name whatever the number of its points).
+class Module {
  public:
-  virtual ~FilterPolicyInterface() = default;
+  virtual ~Module() = default;
   virtual std::string_view Name() const = 0;
+};
+
+/// PreFilter: a pod-level gate run before any node is filtered (gangs, queues and GPU rules
+/// decide here whether a pod may be placed now at all). Also asked at bind, unless the module
+/// implements Permit, which answers for it there.
+class PreFilterPlugin : public virtual Module {
+ public:
+  /// \return kFit to let the pod through, or the reason it waits (applied to every node).
+  virtual NodeVerdict PreFilter(const CycleContext& ctx) const = 0;
+};
+
+/// Filter: called once per candidate node; must be pure and thread-safe. Every what-if check
+/// (gang plans, reclaim, preemption review, bind) runs the same chain.
+class FilterPlugin : public virtual Module {
+ public:
   /// \return kFit, or the first rule the node breaks for this pod.
   virtual NodeVerdict Filter(const CycleContext& ctx, const core::NodeState& node) const = 0;
 };
 
-/// Per-node score. Called only for nodes that passed every filter; pure and thread-safe.
-class ScorePolicyInterface {
+/// Score: called only for nodes that passed every filter; pure and thread-safe.
+class ScorePlugin : public virtual Module {
  public:
-  virtual ~ScorePolicyInterface() = default;
-  virtual std::string_view Name() const = 0;
   /// Whether the module has an opinion on this pod; modules that do not are left out of the
   /// weighted mean (so a gang-only score does not flatten every other pod's ranking).
   virtual bool Applies(const CycleContext& ctx) const {
@@ -126,25 +208,14 @@ struct NodeVictims {
   int64_t pdb_violations = 0;
 };
 
-/// Reviews kube-scheduler's preemption proposal for one node.
-class PreemptPolicyInterface {
+/// PreemptionReview (the part of PostFilter kube-scheduler runs itself): reviews kube-scheduler's
+/// preemption proposal for one node.
+class PreemptionReviewPlugin : public virtual Module {
  public:
-  virtual ~PreemptPolicyInterface() = default;
-  virtual std::string_view Name() const = 0;
   /// May change `proposal->victims` (drop or add pods). \return false to drop the node as a
   /// preemption candidate, with the reason in `*why`.
   virtual bool Review(const CycleContext& ctx, const core::NodeState& node, NodeVictims* proposal,
                       NodeVerdict* why) const = 0;
-};
-
-/// Pod-level gate run before any node is filtered: gangs, queues and pools decide here whether a
-/// pod may be placed now at all.
-class AdmissionPolicyInterface {
- public:
-  virtual ~AdmissionPolicyInterface() = default;
-  virtual std::string_view Name() const = 0;
-  /// \return kFit to let the pod through, or the reason it waits (applied to every node).
-  virtual NodeVerdict Admit(const CycleContext& ctx) const = 0;
 };
 
 /// A reclaim a module wants carried out: evict `victims` on `node` and hold room there for the
@@ -156,33 +227,59 @@ struct ReclaimPlan {
   std::string purpose;
 };
 
-/// Makes room for a pod that no candidate node takes by evicting others (pool reclaim). The
-/// extender carries the plan out: it holds the room for the pod, then evicts the victims.
-class ReclaimPolicyInterface {
+/// PostFilter: makes room for a pod that no candidate node takes by evicting others (pool
+/// reclaim). The framework carries the plan out: it holds the room for the pod, then records
+/// the evictions of the victims.
+class PostFilterPlugin : public virtual Module {
  public:
-  virtual ~ReclaimPolicyInterface() = default;
-  virtual std::string_view Name() const = 0;
   ///\return the reclaim to carry out for `ctx.pod`, or nullopt when this module does not
   /// reclaim for it. Called only for berth's own pods that have no room held already.
-  virtual std::optional<ReclaimPlan> Plan(const CycleContext& ctx) const = 0;
+  virtual std::optional<ReclaimPlan> PostFilter(const CycleContext& ctx) const = 0;
   /// The pods this module would let go on `node` to make room for `ctx.pod`, cheapest first:
   /// what a gang plan may evict for all of its members at once (pools x gangs).
-  virtual std::vector<const core::PodState*> Candidates(const CycleContext& ctx,
-                                                        const core::NodeState& node) const {
+  virtual std::vector<const core::PodState*> ReclaimCandidates(const CycleContext& ctx,
+                                                               const core::NodeState& node) const {
     (void)ctx;
     (void)node;
     return {};
   }
 };
 
-/// Order between pending pods (the admission order of queues and gangs).
-class OrderPolicyInterface {
+/// Permit: the last word before a bind is committed, run at bind on the what-if of the bind
+/// (kube-scheduler's Permit; berth answers at once, it never waits). The gang barrier: a gang
+/// member is permitted only when its room was planned and reserved with the gang's minimum.
+class PermitPlugin : public virtual Module {
  public:
-  virtual ~OrderPolicyInterface() = default;
-  virtual std::string_view Name() const = 0;
+  /// \return kFit to permit the bind, or why the pod may not bind now.
+  virtual NodeVerdict Permit(const CycleContext& ctx, const core::NodeState& node) const = 0;
+};
+
+/// Reserve / Unreserve: told when a bind of `ctx.pod` on `node` is committed to the model
+/// (Reserve) and when a committed bind is rolled back because the binder failed (Unreserve).
+/// Both default to doing nothing: berth's model keeps the assumed pod itself (the bind ledger),
+/// so a module implements them only to keep state of its own in step. Unreserve must be
+/// idempotent and is called only after Reserve.
+class ReservePlugin : public virtual Module {
+ public:
+  virtual void Reserve(const CycleContext& ctx, const core::NodeState& node) const {
+    (void)ctx;
+    (void)node;
+  }
+  virtual void Unreserve(const CycleContext& ctx, const core::NodeState& node) const {
+    (void)ctx;
+    (void)node;
+  }
+};
+
+/// QueueSort: the order between pending pods (the admission order of queues and gangs).
+class QueueSortPlugin : public virtual Module {
+ public:
   /// \return true if `a` should be admitted before `b`.
   virtual bool Less(const core::ClusterState& state, const core::Pod& a,
                     const core::Pod& b) const = 0;
 };
+
+/// The points `module` implements.
+PointMask PointsOf(const Module& module);
 
 }  // namespace berth::policy

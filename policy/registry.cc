@@ -3,203 +3,184 @@
 #include <algorithm>
 #include <set>
 
-#include "core/strings.h"
 #include "absl/strings/str_join.h"
+#include "core/strings.h"
 #include "policy/binpack/binpack.h"
 #include "policy/fit/resource_fit.h"
 #include "policy/gang/gang.h"
-#include "policy/queue/queue.h"
 #include "policy/gpu/gpu.h"
 #include "policy/pools/pools.h"
+#include "policy/queue/queue.h"
 
 namespace berth::policy {
-namespace {
 
-template <class T>
-absl::Status Insert(std::map<std::string, Factory<T>>& table, std::string_view kind,
-                    std::string name, Factory<T> f) {
-  if (table.contains(name)) {
-    return absl::AlreadyExistsError(StrCat(kind, " module \"", name, "\" registered twice"));
+absl::Status Registry::Add(std::string name, PointMask points, Factory make) {
+  if (modules_.contains(name)) {
+    return absl::AlreadyExistsError(StrCat("module \"", name, "\" registered twice"));
   }
-  table.emplace(std::move(name), std::move(f));
+  modules_.emplace(std::move(name), Entry{points, std::move(make)});
   return absl::OkStatus();
 }
 
-template <class T>
-std::vector<std::string> Names(const std::map<std::string, Factory<T>>& table) {
+std::vector<std::string> Registry::Names() const {
   std::vector<std::string> out;
-  for (const auto& [name, f] : table) out.push_back(name);
+  for (const auto& [name, e] : modules_) out.push_back(name);
   return out;
 }
 
-template <class T>
-absl::StatusOr<std::vector<std::unique_ptr<T>>> BuildAll(
-    const std::map<std::string, Factory<T>>& table, std::string_view kind,
-    const std::vector<std::string>& names, const BuildContext& ctx) {
-  std::vector<std::unique_ptr<T>> out;
-  std::set<std::string> seen;
-  for (const std::string& name : names) {
-    auto it = table.find(name);
-    if (it == table.end()) {
-      return absl::InvalidArgumentError(StrCat("unknown ", kind, " module \"", name,
-                                                     "\"; known: ",
-                                                     absl::StrJoin(Names(table), ", ")));
-    }
-    if (!seen.insert(name).second) {
-      return absl::InvalidArgumentError(
-          StrCat(kind, " module \"", name, "\" is listed twice"));
-    }
-    absl::StatusOr<std::unique_ptr<T>> module = it->second(ctx);
-    if (!module.ok()) {
-      return absl::InvalidArgumentError(
-          StrCat(kind, " module \"", name, "\": ", module.status().message()));
-    }
-    out.push_back(*std::move(module));
+std::vector<std::string> Registry::NamesAt(Point point) const {
+  std::vector<std::string> out;
+  for (const auto& [name, e] : modules_) {
+    if (e.points & Bit(point)) out.push_back(name);
   }
   return out;
 }
+
+PointMask Registry::PointsOf(std::string_view name) const {
+  auto it = modules_.find(name);
+  return it == modules_.end() ? 0 : it->second.points;
+}
+
+namespace {
+
+// One configuration list: the field that holds it and the point it places modules at.
+struct List {
+  std::string_view field;
+  Point point;
+  std::vector<std::string> names;
+};
 
 }  // namespace
 
-absl::Status Registry::RegisterFilter(std::string name, Factory<FilterPolicyInterface> f) {
-  return Insert(filters_, "filter", std::move(name), std::move(f));
-}
-absl::Status Registry::RegisterScore(std::string name, Factory<ScorePolicyInterface> f) {
-  return Insert(scores_, "score", std::move(name), std::move(f));
-}
-absl::Status Registry::RegisterPreempt(std::string name, Factory<PreemptPolicyInterface> f) {
-  return Insert(preempt_, "preempt", std::move(name), std::move(f));
-}
-absl::Status Registry::RegisterAdmission(std::string name, Factory<AdmissionPolicyInterface> f) {
-  return Insert(admission_, "admission", std::move(name), std::move(f));
-}
-absl::Status Registry::RegisterOrder(std::string name, Factory<OrderPolicyInterface> f) {
-  return Insert(order_, "order", std::move(name), std::move(f));
-}
-
-absl::Status Registry::RegisterReclaim(std::string name, Factory<ReclaimPolicyInterface> f) {
-  return Insert(reclaim_, "reclaim", std::move(name), std::move(f));
-}
-
-std::vector<std::string> Registry::FilterNames() const { return Names(filters_); }
-std::vector<std::string> Registry::ScoreNames() const { return Names(scores_); }
-
 absl::StatusOr<std::unique_ptr<Pipeline>> Registry::Build(const PolicyConfig& config,
                                                           core::ResourceNames& resources) const {
-  const BuildContext ctx{.config = config,
-                         .resources = resources,
-                         .gangs = std::make_shared<const GangPlanner>(config.gangs,
-                                                                      config.scheduler_name),
-                         .fair_share = std::make_shared<FairShare>(config.queues,
-                                                                   config.scheduler_name)};
-  auto admission = BuildAll(admission_, "admission", config.admission, ctx);
-  const bool uses_queue =
-      std::find(config.admission.begin(), config.admission.end(), "queue") != config.admission.end();
-  if (!admission.ok()) return admission.status();
-  auto filters = BuildAll(filters_, "filter", config.filters, ctx);
-  if (!filters.ok()) return filters.status();
   std::vector<std::string> score_names;
   for (const auto& [name, weight] : config.scores) {
     if (weight <= 0 || weight > 100) {
-      return absl::InvalidArgumentError(
-          StrCat("score module \"", name, "\" has weight ", weight, "; expected 1..100"));
+      return absl::InvalidArgumentError(StrCat("policy.scores: module \"", name, "\" has weight ",
+                                               weight, "; expected 1..100"));
     }
     score_names.push_back(name);
   }
-  auto scores = BuildAll(scores_, "score", score_names, ctx);
-  if (!scores.ok()) return scores.status();
-  std::vector<Pipeline::WeightedScore> weighted;
-  for (size_t i = 0; i < scores->size(); ++i) {
-    weighted.push_back({std::move((*scores)[i]), config.scores[i].second});
+  const std::vector<List> lists = {
+      {"policy.admission", Point::kPreFilter, config.admission},
+      {"policy.filters", Point::kFilter, config.filters},
+      {"policy.reclaim", Point::kPostFilter, config.reclaim},
+      {"policy.preempt", Point::kPreemptionReview, config.preempt},
+      {"policy.scores", Point::kScore, score_names},
+      {"policy.order", Point::kQueueSort, config.order}};
+  // Check every list before building anything: a module is built only for a valid configuration.
+  bool uses_gangs = false, uses_queue = false;
+  for (const List& list : lists) {
+    std::set<std::string_view> seen;
+    for (const std::string& name : list.names) {
+      auto it = modules_.find(name);
+      if (it == modules_.end()) {
+        return absl::InvalidArgumentError(
+            StrCat(list.field, ": unknown module \"", name, "\"; modules with a ",
+                   PointName(list.point), " point: ", absl::StrJoin(NamesAt(list.point), ", ")));
+      }
+      if (!seen.insert(name).second) {
+        return absl::InvalidArgumentError(
+            StrCat(list.field, ": module \"", name, "\" is listed twice"));
+      }
+      if (!(it->second.points & Bit(list.point))) {
+        return absl::InvalidArgumentError(
+            StrCat(list.field, ": module \"", name, "\" has no ", PointName(list.point),
+                   " point; it implements: ", PointNames(it->second.points)));
+      }
+      uses_gangs = uses_gangs || name == "gang" || name == "gang-topology";
+      uses_queue = uses_queue || name == "queue";
+    }
   }
-  auto preempt = BuildAll(preempt_, "preempt", config.preempt, ctx);
-  if (!preempt.ok()) return preempt.status();
-  auto order = BuildAll(order_, "order", config.order, ctx);
-  if (!order.ok()) return order.status();
-  auto reclaim = BuildAll(reclaim_, "reclaim", config.reclaim, ctx);
-  if (!reclaim.ok()) return reclaim.status();
   // A module switched off leaves nothing behind: no gang planner without a gang module, no
   // fair-share book without the queue module.
-  auto listed = [&](std::string_view name) {
-    for (const auto* list : {&config.admission, &config.filters, &config.preempt}) {
-      if (std::find(list->begin(), list->end(), name) != list->end()) return true;
+  const BuildContext ctx{
+      .config = config,
+      .resources = resources,
+      .gangs = uses_gangs ? std::make_shared<const GangPlanner>(config.gangs, config.scheduler_name)
+                          : nullptr,
+      .fair_share = uses_queue ? std::make_shared<FairShare>(config.queues, config.scheduler_name)
+                               : nullptr};
+  // One instance per module, whatever the number of points it is listed at.
+  std::map<std::string_view, std::shared_ptr<Module>> built;
+  auto instance = [&](const List& list,
+                      const std::string& name) -> absl::StatusOr<std::shared_ptr<Module>> {
+    if (auto it = built.find(name); it != built.end()) return it->second;
+    absl::StatusOr<std::unique_ptr<Module>> m = modules_.find(name)->second.make(ctx);
+    if (!m.ok()) {
+      return absl::InvalidArgumentError(
+          StrCat(list.field, ": module \"", name, "\": ", m.status().message()));
     }
-    return std::any_of(config.scores.begin(), config.scores.end(),
-                       [&](const auto& s) { return s.first == name; });
+    std::shared_ptr<Module> shared = *std::move(m);
+    built.emplace(name, shared);
+    return shared;
   };
-  const bool uses_gangs = listed("gang") || listed("gang-topology");
-  auto pipeline = std::make_unique<Pipeline>(
-      *std::move(admission), *std::move(filters), std::move(weighted), *std::move(preempt),
-      *std::move(order), *std::move(reclaim), uses_gangs ? ctx.gangs : nullptr,
-      uses_queue ? ctx.fair_share : nullptr);
-  if (uses_queue) ctx.fair_share->SetPipeline(pipeline.get());
+  Pipeline::Points points;
+  for (const List& list : lists) {
+    for (size_t i = 0; i < list.names.size(); ++i) {
+      absl::StatusOr<std::shared_ptr<Module>> m = instance(list, list.names[i]);
+      if (!m.ok()) return m.status();
+      switch (list.point) {
+        case Point::kPreFilter:
+          points.prefilter.push_back(std::dynamic_pointer_cast<PreFilterPlugin>(*m));
+          // Permit and Reserve follow the PreFilter list: the pod-level gates of the bind.
+          if (auto p = std::dynamic_pointer_cast<PermitPlugin>(*m)) points.permit.push_back(p);
+          if (auto r = std::dynamic_pointer_cast<ReservePlugin>(*m)) points.reserve.push_back(r);
+          break;
+        case Point::kFilter:
+          points.filter.push_back(std::dynamic_pointer_cast<FilterPlugin>(*m));
+          break;
+        case Point::kPostFilter:
+          points.postfilter.push_back(std::dynamic_pointer_cast<PostFilterPlugin>(*m));
+          break;
+        case Point::kPreemptionReview:
+          points.review.push_back(std::dynamic_pointer_cast<PreemptionReviewPlugin>(*m));
+          break;
+        case Point::kScore:
+          points.score.push_back(
+              {std::dynamic_pointer_cast<ScorePlugin>(*m), config.scores[i].second});
+          break;
+        case Point::kQueueSort:
+          points.queue_sort.push_back(std::dynamic_pointer_cast<QueueSortPlugin>(*m));
+          break;
+        case Point::kPermit:
+        case Point::kReserve:
+          break;  // no list of their own
+      }
+    }
+  }
+  auto pipeline = std::make_unique<Pipeline>(std::move(points), ctx.gangs, ctx.fair_share);
+  if (ctx.fair_share != nullptr) ctx.fair_share->SetPipeline(pipeline.get());
   return pipeline;
 }
 
 Registry BuildDefaultRegistry() {
   Registry r;
-  // Every module berth has, by name. Registration of a fixed, distinct list cannot fail.
-  (void)r.RegisterFilter("resource-fit", [](const BuildContext&)
-                             -> absl::StatusOr<std::unique_ptr<FilterPolicyInterface>> {
-    return std::make_unique<ResourceFitFilter>();
+  // Every module berth has, by name, once each. Registration of a fixed, distinct list cannot
+  // fail.
+  (void)r.Register<ResourceFitModule>(
+      "resource-fit", [](const BuildContext&) { return std::make_unique<ResourceFitModule>(); });
+  (void)r.Register<PoolsModule>("pools", [](const BuildContext& ctx) {
+    return std::make_unique<PoolsModule>(&ctx.resources, ctx.config.scheduler_name);
   });
-  (void)r.RegisterScore("binpack", [](const BuildContext& ctx)
-                            -> absl::StatusOr<std::unique_ptr<ScorePolicyInterface>> {
-    auto s = BinpackScore::Create(ctx.config.binpack, ctx.resources);
-    if (!s.ok()) return s.status();
-    return std::unique_ptr<ScorePolicyInterface>(*std::move(s));
-  });
-  (void)r.RegisterFilter("pools", [](const BuildContext& ctx)
-                             -> absl::StatusOr<std::unique_ptr<FilterPolicyInterface>> {
-    return std::make_unique<PoolsFilter>(ctx.config.scheduler_name);
-  });
-  (void)r.RegisterReclaim("pools", [](const BuildContext& ctx)
-                              -> absl::StatusOr<std::unique_ptr<ReclaimPolicyInterface>> {
-    return std::make_unique<PoolsReclaim>(ctx.config.scheduler_name);
-  });
-  (void)r.RegisterPreempt("pools", [](const BuildContext& ctx)
-                              -> absl::StatusOr<std::unique_ptr<PreemptPolicyInterface>> {
-    return std::make_unique<PoolsPreempt>(&ctx.resources, ctx.config.scheduler_name);
-  });
-  (void)r.RegisterPreempt("resource-fit", [](const BuildContext&)
-                              -> absl::StatusOr<std::unique_ptr<PreemptPolicyInterface>> {
-    return std::make_unique<ResourceFitPreempt>();
-  });
-  (void)r.RegisterScore("gpu-affinity", [](const BuildContext&)
-                            -> absl::StatusOr<std::unique_ptr<ScorePolicyInterface>> {
-    return std::make_unique<GpuAffinityScore>();
-  });
-  (void)r.RegisterFilter("gpu-reserve", [](const BuildContext& ctx)
-                             -> absl::StatusOr<std::unique_ptr<FilterPolicyInterface>> {
-    auto f = GpuReserveFilter::Create(ctx.config.gpu);
-    if (!f.ok()) return f.status();
-    return std::unique_ptr<FilterPolicyInterface>(*std::move(f));
-  });
-  (void)r.RegisterAdmission("gpu-min-cpu", [](const BuildContext& ctx)
-                                -> absl::StatusOr<std::unique_ptr<AdmissionPolicyInterface>> {
-    auto a = GpuMinCpuAdmission::Create(ctx.config.gpu);
-    if (!a.ok()) return a.status();
-    return std::unique_ptr<AdmissionPolicyInterface>(*std::move(a));
-  });
-  (void)r.RegisterAdmission("gang", [](const BuildContext& ctx)
-                                -> absl::StatusOr<std::unique_ptr<AdmissionPolicyInterface>> {
-    return std::make_unique<GangAdmission>(ctx.gangs);
-  });
-  (void)r.RegisterAdmission("queue", [](const BuildContext& ctx)
-                                -> absl::StatusOr<std::unique_ptr<AdmissionPolicyInterface>> {
-    return std::make_unique<QueueAdmission>(ctx.fair_share);
-  });
-  (void)r.RegisterFilter("gang", [](const BuildContext&)
-                             -> absl::StatusOr<std::unique_ptr<FilterPolicyInterface>> {
-    return std::make_unique<GangFilter>();
-  });
-  (void)r.RegisterScore("gang-topology", [](const BuildContext& ctx)
-                            -> absl::StatusOr<std::unique_ptr<ScorePolicyInterface>> {
+  (void)r.Register<GangModule>(
+      "gang", [](const BuildContext& ctx) { return std::make_unique<GangModule>(ctx.gangs); });
+  (void)r.Register<GangTopologyScore>("gang-topology", [](const BuildContext& ctx) {
     return std::make_unique<GangTopologyScore>(ctx.gangs);
   });
-  (void)r.RegisterPreempt("gang", [](const BuildContext& ctx)
-                              -> absl::StatusOr<std::unique_ptr<PreemptPolicyInterface>> {
-    return std::make_unique<GangPreempt>(ctx.gangs);
+  (void)r.Register<QueueAdmission>("queue", [](const BuildContext& ctx) {
+    return std::make_unique<QueueAdmission>(ctx.fair_share);
+  });
+  (void)r.Register<BinpackScore>("binpack", [](const BuildContext& ctx) {
+    return BinpackScore::Create(ctx.config.binpack, ctx.resources);
+  });
+  (void)r.Register<GpuAffinityScore>(
+      "gpu-affinity", [](const BuildContext&) { return std::make_unique<GpuAffinityScore>(); });
+  (void)r.Register<GpuReserveFilter>(
+      "gpu-reserve", [](const BuildContext& ctx) { return GpuReserveFilter::Create(ctx.config.gpu); });
+  (void)r.Register<GpuMinCpuAdmission>("gpu-min-cpu", [](const BuildContext& ctx) {
+    return GpuMinCpuAdmission::Create(ctx.config.gpu);
   });
   return r;
 }

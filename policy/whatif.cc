@@ -59,7 +59,9 @@ NodeVerdict WhatIf::Check(const core::Pod& pod, const core::NodeState& node, boo
                     explain, this);
   }
   if (!as_plan) {
-    if (NodeVerdict v = pipeline_->Admit(ctx); !v.ok()) return v;
+    // A bind: the pod-level gates as bind asks them (PreFilter modules, and Permit in place of
+    // the PreFilter of a module that has one: the gang barrier).
+    if (NodeVerdict v = pipeline_->Permit(ctx, node); !v.ok()) return v;
   }
   return pipeline_->FilterNode(ctx, node);
 }

@@ -21,7 +21,7 @@ namespace berth::policy {
 /// 0..10. A node the pod fills exactly scores 10. Resources the pod does not request still count:
 /// a CPU-only pod on an idle GPU node leaves its GPUs idle, which lowers that node's score, so
 /// CPU-only work drifts towards CPU nodes. Integer arithmetic only (shares in 1/10000).
-class BinpackScore final : public ScorePolicyInterface {
+class BinpackScore final : public ScorePlugin {
  public:
   static absl::StatusOr<std::unique_ptr<BinpackScore>> Create(const BinpackConfig& config,
                                                               core::ResourceNames& names);

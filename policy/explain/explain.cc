@@ -249,7 +249,7 @@ Explanation Explain(const Pipeline& pipeline, const core::ClusterState& state, c
   if (!e.node.empty() || !e.managed) return e;
 
   const CycleContext ctx{.state = state, .pod = pod, .now = now, .explain = true, .read_only = true};
-  e.admission = pipeline.Admit(ctx);
+  e.admission = pipeline.PreFilter(ctx);
   if (FairShare* book = pipeline.fair_share()) {
     std::shared_ptr<const AdmissionPlan> plan = book->Published(state, now);
     if (const PlannedJob* job = plan->JobOf(pod.uid.view())) {

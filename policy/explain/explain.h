@@ -28,7 +28,7 @@ struct Explanation {
   std::string pool, queue, gang;
   int32_t priority = 0;
   PriorityLevel level = PriorityLevel::kExperiment;
-  /// kFit when every admission module lets the pod through; otherwise why it waits.
+  /// kFit when every PreFilter module lets the pod through; otherwise why it waits.
   NodeVerdict admission;
   /// Its job in the latest admission plan (queues enabled, pod waiting), as the plan has it.
   std::optional<PlannedJob> job;

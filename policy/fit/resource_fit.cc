@@ -65,7 +65,7 @@ NodeVerdict CheckFit(const core::ResourceNames& names, const core::ResourceVecto
   return v;
 }
 
-NodeVerdict ResourceFitFilter::Filter(const CycleContext& ctx, const core::NodeState& node) const {
+NodeVerdict ResourceFitModule::Filter(const CycleContext& ctx, const core::NodeState& node) const {
   // Eligibility (planning without a what-if) leaves room to the planner's own count; a what-if
   // check counts it here, on the what-if's room.
   if (ctx.planning && ctx.whatif == nullptr) return NodeVerdict::Ok();
@@ -84,7 +84,7 @@ NodeVerdict ResourceFitFilter::Filter(const CycleContext& ctx, const core::NodeS
                   ctx.state.OwnReservation(ctx.pod.uid, node), ctx.explain, ctx.whatif);
 }
 
-bool ResourceFitPreempt::Review(const CycleContext& ctx, const core::NodeState& node,
+bool ResourceFitModule::Review(const CycleContext& ctx, const core::NodeState& node,
                                 NodeVictims* proposal, NodeVerdict* why) const {
   WhatIf whatif(ctx.state, ctx.now, ctx.pipeline);
   for (const Victim& v : proposal->victims) {

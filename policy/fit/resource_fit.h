@@ -8,29 +8,25 @@
 
 namespace berth::policy {
 
-/// Resource fit on berth's own accounting.
+/// Module "resource-fit": resource fit on berth's own accounting, at two points.
 ///
-/// A node fits a pod when, for every resource the pod requests (cpu, memory, storage, pods,
-/// hugepages and every extended resource such as nvidia.com/gpu), the node's allocatable minus
-/// the requests of every pod bound to it (any scheduler) minus berth's in-flight binds covers the
-/// request. A request larger than the node's allocatable is unresolvable (no eviction can help);
-/// a request larger than the free room is unschedulable (preemption may help). The message names
-/// every short resource, in resource-id order; the detail gives the per-node numbers. A pod
-/// requesting a resource no node advertises is unresolvable everywhere.
-class ResourceFitFilter final : public FilterPolicyInterface {
+/// Filter: a node fits a pod when, for every resource the pod requests (cpu, memory, storage,
+/// pods, hugepages and every extended resource such as nvidia.com/gpu), the node's allocatable
+/// minus the requests of every pod bound to it (any scheduler) minus berth's in-flight binds
+/// covers the request. A request larger than the node's allocatable is unresolvable (no eviction
+/// can help); a request larger than the free room is unschedulable (preemption may help). The
+/// message names every short resource, in resource-id order; the detail gives the per-node
+/// numbers. A pod requesting a resource no node advertises is unresolvable everywhere.
+///
+/// PreemptionReview: keeps a preemption candidate only if, with the proposed victims evicted in
+/// a what-if, the pipeline's filters accept the pod on the node (room on berth's accounting, and
+/// every other rule with that room). kube-scheduler's dry run does not run extender filters, so
+/// without this it could evict pods on a node berth would still reject (pods of other
+/// schedulers and berth's in-flight binds are invisible to that dry run's victim choice).
+class ResourceFitModule final : public FilterPlugin, public PreemptionReviewPlugin {
  public:
   std::string_view Name() const override { return "resource-fit"; }
   NodeVerdict Filter(const CycleContext& ctx, const core::NodeState& node) const override;
-};
-
-/// Keeps a preemption candidate only if, with the proposed victims evicted in a what-if, the
-/// pipeline's filters accept the pod on the node (room on berth's accounting, and every other
-/// rule with that room). kube-scheduler's dry run does not run extender filters, so without this
-/// it could evict pods on a node berth would still reject (pods of other schedulers and berth's
-/// in-flight binds are invisible to that dry run's victim choice).
-class ResourceFitPreempt final : public PreemptPolicyInterface {
- public:
-  std::string_view Name() const override { return "resource-fit"; }
   bool Review(const CycleContext& ctx, const core::NodeState& node, NodeVictims* proposal,
               NodeVerdict* why) const override;
 };

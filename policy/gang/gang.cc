@@ -788,9 +788,17 @@ NodeVerdict GangPlanner::WaitingVerdict(const CycleContext& ctx, const GangView&
   return o.why;
 }
 
+absl::Duration GangTimeout(const GangView& g, const GangConfig& config) {
+  if (g.group != nullptr && g.group->schedule_timeout_seconds.has_value() &&
+      *g.group->schedule_timeout_seconds > 0) {
+    return absl::Seconds(*g.group->schedule_timeout_seconds);
+  }
+  return config.schedule_timeout;
+}
+
 // ---- modules ----------------------------------------------------------------------------------
 
-NodeVerdict GangAdmission::Admit(const CycleContext& ctx) const {
+NodeVerdict GangModule::PreFilter(const CycleContext& ctx) const {
   if (ctx.planning) return NodeVerdict::Ok();
   auto gang = GangOf(ctx.pod);
   if (!gang) return NodeVerdict::Ok();
@@ -804,6 +812,11 @@ NodeVerdict GangAdmission::Admit(const CycleContext& ctx) const {
   return planner_->WaitingVerdict(ctx, view, [](const core::Pod& pod, const core::NodeState& n) {
     return core::PlacementAllows(pod, n.node);
   });
+}
+
+NodeVerdict GangModule::Permit(const CycleContext& ctx, const core::NodeState& node) const {
+  (void)node;  // the gang's Filter keeps a member to its reserved node
+  return PreFilter(ctx);
 }
 
 namespace {
@@ -826,10 +839,10 @@ MemberMemo MakeMemberMemo(const CycleContext& ctx) {
 }
 }  // namespace
 
-NodeVerdict GangFilter::Filter(const CycleContext& ctx, const core::NodeState& node) const {
+NodeVerdict GangModule::Filter(const CycleContext& ctx, const core::NodeState& node) const {
   if (ctx.planning) return NodeVerdict::Ok();
-  const MemberMemo m = ctx.memo != nullptr
-                           ? ctx.memo->Get<MemberMemo>(this, [&] { return MakeMemberMemo(ctx); })
+  const MemberMemo m = ctx.cycle != nullptr
+                           ? ctx.cycle->Get<MemberMemo>(this, [&] { return MakeMemberMemo(ctx); })
                            : MakeMemberMemo(ctx);
   if (m.reserved == core::kNoNode || m.reserved == node.slot) return NodeVerdict::Ok();
   return NodeVerdict{.fit = Fit::kUnresolvable,
@@ -866,7 +879,7 @@ int64_t GangTopologyScore::Score(const CycleContext& ctx, const core::NodeState&
     });
     return m;
   };
-  const ScoreMemo m = ctx.memo != nullptr ? ctx.memo->Get<ScoreMemo>(this, make) : make();
+  const ScoreMemo m = ctx.cycle != nullptr ? ctx.cycle->Get<ScoreMemo>(this, make) : make();
   if (m.topo == nullptr) return 0;
   if (m.reserved != core::kNoNode) {
     if (m.reserved == node.slot) return kMaxScore;
@@ -881,7 +894,7 @@ int64_t GangTopologyScore::Score(const CycleContext& ctx, const core::NodeState&
   return kMaxScore * depth / (m.topo->levels() + 1);
 }
 
-bool GangPreempt::Review(const CycleContext& ctx, const core::NodeState& node,
+bool GangModule::Review(const CycleContext& ctx, const core::NodeState& node,
                          NodeVictims* proposal, NodeVerdict* why) const {
   // Victims per gang, and what each gang would keep.
   std::map<std::pair<std::string, std::string>, std::vector<size_t>> by_gang;

@@ -61,6 +61,10 @@ struct GangView {
 GangView ViewGang(const core::ClusterState& state, std::string_view ns, std::string_view name,
                   const GangConfig& config);
 
+/// How long room reserved for the gang waits for its members to bind: the PodGroup's
+/// `spec.scheduleTimeoutSeconds`, else the configured default.
+absl::Duration GangTimeout(const GangView& gang, const GangConfig& config);
+
 /// The nodes of the gang's placed members (bound, being bound or reserved), in member order,
 /// leaving out `skip`'s; a node holding several members appears once per member.
 std::vector<core::NodeSlot> PlacedNodes(const core::ClusterState& state, const GangView& gang,
@@ -159,55 +163,53 @@ bool IsElasticMember(const core::ClusterState& state, const core::PodState& pod)
 /// The gang of a pod as (namespace, name), or nullopt.
 std::optional<std::pair<std::string_view, std::string_view>> GangOf(const core::Pod& pod);
 
-/// Admission module "gang": a gang member waits unless room is reserved for it (the gang was
-/// admitted whole) or it is already placed. The service plans and reserves before asking.
-class GangAdmission final : public AdmissionPolicyInterface {
- public:
-  explicit GangAdmission(std::shared_ptr<const GangPlanner> planner)
-      : planner_(std::move(planner)) {}
-  std::string_view Name() const override { return "gang"; }
-  NodeVerdict Admit(const CycleContext& ctx) const override;
-
- private:
-  std::shared_ptr<const GangPlanner> planner_;
-};
-
-/// Filter module "gang": a member with room reserved fits only its reserved node; every other
-/// node is unresolvable for it, naming the reserved node.
-class GangFilter final : public FilterPolicyInterface {
- public:
-  std::string_view Name() const override { return "gang"; }
-  NodeVerdict Filter(const CycleContext& ctx, const core::NodeState& node) const override;
-};
-
-/// Score module "gang-topology" (SPEC 6.3): for a gang member, its reserved node scores
-/// highest, then nodes fewer hops from the gang's placed members. Abstains for other pods.
-class GangTopologyScore final : public ScorePolicyInterface {
- public:
-  explicit GangTopologyScore(std::shared_ptr<const GangPlanner> planner)
-      : planner_(std::move(planner)) {}
-  std::string_view Name() const override { return "gang-topology"; }
-  bool Applies(const CycleContext& ctx) const override;
-  int64_t Score(const CycleContext& ctx, const core::NodeState& node) const override;
-
- private:
-  std::shared_ptr<const GangPlanner> planner_;
-};
-
-/// Preempt module "gang" (SPEC 6.2, 6.5, seed 001): a proposal never leaves a gang below its
+/// Module "gang" (SPEC 6.2): one type at four points, sharing the gang planner.
+///
+/// PreFilter: a gang member waits unless room is reserved for it (the gang was admitted whole)
+/// or it is already placed; the framework plans and reserves the gang before asking
+/// (Framework::Filter), and hands over why it waits when it found no room.
+///
+/// Filter: a member with room reserved fits only its reserved node; every other node is
+/// unresolvable for it, naming the reserved node.
+///
+/// Permit (the gang barrier, at bind): a member binds only into the room its gang's plan reserved
+/// for it, that is when the gang's minimum is placed or reserved as a whole; otherwise the
+/// bind is refused with why the gang waits. Being the gang's answer at bind, it replaces the
+/// PreFilter there.
+///
+/// PreemptionReview (SPEC 6.2, 6.5, seed 001): a proposal never leaves a gang below its
 /// minimum by a part of it. Elastic members (above minimum) may go; a member at the minimum
 /// goes only with the whole gang, which is possible through this verb only when all of the
 /// gang's members are on that node (kube-scheduler deletes only victims on the chosen node):
 /// then they are all added; otherwise the member is spared, and the node is kept only if the
 /// remaining victims, plus elastic members on the node that kube-scheduler did not propose,
 /// make room (elastic members go before anyone's minimum).
-class GangPreempt final : public PreemptPolicyInterface {
+class GangModule final : public PreFilterPlugin,
+                         public FilterPlugin,
+                         public PermitPlugin,
+                         public PreemptionReviewPlugin {
  public:
-  explicit GangPreempt(std::shared_ptr<const GangPlanner> planner)
-      : planner_(std::move(planner)) {}
+  explicit GangModule(std::shared_ptr<const GangPlanner> planner) : planner_(std::move(planner)) {}
   std::string_view Name() const override { return "gang"; }
+  NodeVerdict PreFilter(const CycleContext& ctx) const override;
+  NodeVerdict Filter(const CycleContext& ctx, const core::NodeState& node) const override;
+  NodeVerdict Permit(const CycleContext& ctx, const core::NodeState& node) const override;
   bool Review(const CycleContext& ctx, const core::NodeState& node, NodeVictims* proposal,
               NodeVerdict* why) const override;
+
+ private:
+  std::shared_ptr<const GangPlanner> planner_;
+};
+
+/// Score module "gang-topology" (SPEC 6.3): for a gang member, its reserved node scores
+/// highest, then nodes fewer hops from the gang's placed members. Abstains for other pods.
+class GangTopologyScore final : public ScorePlugin {
+ public:
+  explicit GangTopologyScore(std::shared_ptr<const GangPlanner> planner)
+      : planner_(std::move(planner)) {}
+  std::string_view Name() const override { return "gang-topology"; }
+  bool Applies(const CycleContext& ctx) const override;
+  int64_t Score(const CycleContext& ctx, const core::NodeState& node) const override;
 
  private:
   std::shared_ptr<const GangPlanner> planner_;

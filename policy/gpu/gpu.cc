@@ -162,7 +162,7 @@ NodeVerdict GpuMinCpuAdmission::Check(const core::Pod& pod, bool explain) const 
   return v;
 }
 
-NodeVerdict GpuMinCpuAdmission::Admit(const CycleContext& ctx) const {
+NodeVerdict GpuMinCpuAdmission::PreFilter(const CycleContext& ctx) const {
   // Under kWarn the finding is a warning, not a refusal: skip the check (and its strings).
   if (action_ != GpuConfig::MinCpuAction::kReject) return NodeVerdict::Ok();
   return Check(ctx.pod, ctx.explain);

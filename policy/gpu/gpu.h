@@ -29,7 +29,7 @@ inline bool HasGpus(const core::NodeState& node) {
 /// Score `gpu-affinity`: a CPU-only pod scores 0 on a node with GPUs and kMaxScore on a node
 /// without, so CPU-only work prefers CPU nodes whatever their fill. A GPU pod scores kMaxScore
 /// everywhere: among the GPU nodes that pass the filters, the other scores (bin packing) decide.
-class GpuAffinityScore final : public ScorePolicyInterface {
+class GpuAffinityScore final : public ScorePlugin {
  public:
   std::string_view Name() const override { return "gpu-affinity"; }
   int64_t Score(const CycleContext& ctx, const core::NodeState& node) const override;
@@ -47,7 +47,7 @@ class GpuAffinityScore final : public ScorePolicyInterface {
 ///
 /// A refusal is kUnschedulable: evicting CPU-only pods from the node frees unreserved room.
 /// Resource-fit runs first in the default filter order, so a plain shortage is reported as such.
-class GpuReserveFilter final : public FilterPolicyInterface {
+class GpuReserveFilter final : public FilterPlugin {
  public:
   /// \return an error naming the config field when an amount is negative.
   static absl::StatusOr<std::unique_ptr<GpuReserveFilter>> Create(const GpuConfig& config);
@@ -65,20 +65,20 @@ class GpuReserveFilter final : public FilterPolicyInterface {
   std::string both_message_;
 };
 
-/// Admission `gpu-min-cpu`: a GPU pod requesting less CPU per GPU than `min_cpu_per_gpu_milli`
+/// PreFilter `gpu-min-cpu`: a GPU pod requesting less CPU per GPU than `min_cpu_per_gpu_milli`
 /// starves its GPUs (data loading and launch run on the CPU). With action kReject the pod is
 /// unresolvable on every node until its request changes; with kWarn (the default) it is
 /// admitted.
 ///
-/// The admission interface can only refuse (the pipeline keeps no fit verdict), so under kWarn
-/// Admit lets the pod through and the warning is available from Check(): the Kubernetes-mode
+/// The PreFilter point can only refuse (the pipeline keeps no fit verdict), so under kWarn
+/// PreFilter lets the pod through and the warning is available from Check(): the Kubernetes-mode
 /// event writer turns it into a pod event in a later change. berth's policy layer does not log.
-class GpuMinCpuAdmission final : public AdmissionPolicyInterface {
+class GpuMinCpuAdmission final : public PreFilterPlugin {
  public:
   /// \return an error naming the config field when the minimum is negative.
   static absl::StatusOr<std::unique_ptr<GpuMinCpuAdmission>> Create(const GpuConfig& config);
   std::string_view Name() const override { return "gpu-min-cpu"; }
-  NodeVerdict Admit(const CycleContext& ctx) const override;
+  NodeVerdict PreFilter(const CycleContext& ctx) const override;
 
   /// The rule's finding for `pod`, whatever the action: an empty kFit verdict when the pod is
   /// CPU-only, asks enough CPU per GPU, or the rule is off; otherwise reason kCpuPerGpuTooLow

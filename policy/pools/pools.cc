@@ -172,14 +172,14 @@ bool PoolHasRoom(const core::ClusterState& state, const core::Pod& pod, const Po
   return false;
 }
 
-PoolsFilter::Plan PoolsFilter::MakePlan(const CycleContext& ctx) const {
+PoolsModule::Plan PoolsModule::MakePlan(const CycleContext& ctx) const {
   Plan plan;
   plan.map = cache_.Get(ctx.state);
   plan.home = plan.map->Find(HomePoolName(ctx.pod));
   return plan;
 }
 
-PoolsFilter::Plan::Borrowing PoolsFilter::DecideBorrowing(const CycleContext& ctx,
+PoolsModule::Plan::Borrowing PoolsModule::DecideBorrowing(const CycleContext& ctx,
                                                           const Plan& plan) const {
   Plan::Borrowing b;
   const PoolMap& map = *plan.map;
@@ -220,11 +220,11 @@ PoolsFilter::Plan::Borrowing PoolsFilter::DecideBorrowing(const CycleContext& ct
   return b;
 }
 
-NodeVerdict PoolsFilter::Filter(const CycleContext& ctx, const core::NodeState& node) const {
+NodeVerdict PoolsModule::Filter(const CycleContext& ctx, const core::NodeState& node) const {
   std::optional<Plan> local;
   const Plan* plan;
-  if (ctx.memo != nullptr) {
-    plan = &ctx.memo->Get<Plan>(this, [&] { return MakePlan(ctx); });
+  if (ctx.cycle != nullptr) {
+    plan = &ctx.cycle->Get<Plan>(this, [&] { return MakePlan(ctx); });
   } else {
     local = MakePlan(ctx);
     plan = &*local;
@@ -276,7 +276,7 @@ NodeVerdict PoolsFilter::Filter(const CycleContext& ctx, const core::NodeState& 
 
 // ---- preemption ---------------------------------------------------------------------------------
 
-bool PoolsPreempt::Review(const CycleContext& ctx, const core::NodeState& node,
+bool PoolsModule::Review(const CycleContext& ctx, const core::NodeState& node,
                           NodeVictims* proposal, NodeVerdict* why) const {
   const std::shared_ptr<const PoolMap> map = cache_.Get(ctx.state);
   const PoolId node_pool = map->PoolOf(node.slot);
@@ -484,7 +484,7 @@ std::optional<PoolReclaim> FindPoolReclaim(const WhatIf& whatif, const PoolMap& 
   return best;
 }
 
-std::optional<ReclaimPlan> PoolsReclaim::Plan(const CycleContext& ctx) const {
+std::optional<ReclaimPlan> PoolsModule::PostFilter(const CycleContext& ctx) const {
   const std::shared_ptr<const PoolMap> map = cache_.Get(ctx.state);
   const WhatIf whatif(ctx.state, ctx.now, ctx.pipeline);
   std::optional<PoolReclaim> r = FindPoolReclaim(whatif, *map, ctx.pod, scheduler_name_);
@@ -494,10 +494,10 @@ std::optional<ReclaimPlan> PoolsReclaim::Plan(const CycleContext& ctx) const {
                      .purpose = StrCat("reclaim in pool ", map->pool(r->pool).name)};
 }
 
-std::vector<const core::PodState*> PoolsReclaim::Candidates(const CycleContext& ctx,
-                                                            const core::NodeState& node) const {
+std::vector<const core::PodState*> PoolsModule::ReclaimCandidates(
+    const CycleContext& ctx, const core::NodeState& node) const {
   const std::shared_ptr<const PoolMap> map = cache_.Get(ctx.state);
-  return ReclaimCandidates(ctx.state, *map, ctx.pod, node, scheduler_name_, nullptr);
+  return policy::ReclaimCandidates(ctx.state, *map, ctx.pod, node, scheduler_name_, nullptr);
 }
 
 NodeVerdict ReclaimInProgressVerdict(const core::ClusterState& state,

@@ -116,41 +116,6 @@ inline constexpr std::array<std::pair<std::string_view, core::ResourceId>, 4> kP
 std::vector<PoolStats> ComputePoolStats(const core::ClusterState& state, const PoolMap& map,
                                         std::string_view scheduler_name);
 
-/// Filter module "pools" (SPEC 6.1): a pod stays in its home pool while the pool has room;
-/// when it has none and the home pool allows borrowing, the pod may go to one other pool that
-/// allows sharing and has room: the one with the most free resources (of the kinds the pod
-/// asks for: GPUs, then CPU, then memory), then the fewest pods. Unknown home pools are
-/// rejected with a reason. Runs after resource-fit, so a node without room reports that first.
-class PoolsFilter final : public FilterPolicyInterface {
- public:
-  explicit PoolsFilter(std::string scheduler_name) : scheduler_name_(std::move(scheduler_name)) {}
-  std::string_view Name() const override { return "pools"; }
-  NodeVerdict Filter(const CycleContext& ctx, const core::NodeState& node) const override;
-
-  /// The per-pod decision, made once per cycle. Whether the home pool has room, and which pool
-  /// lends, are worked out only when a node outside the home pool is asked about: with no Pool
-  /// objects every node is home, and the hot path costs one lookup.
-  struct Plan {
-    std::shared_ptr<const PoolMap> map;
-    std::optional<PoolId> home;  ///< nullopt: the pod names a pool that does not exist
-    struct Borrowing {
-      bool home_has_room = false;
-      /// Preempt first, then borrow: room is held for the pod in its home pool, or evicting
-      /// there would make some; the pod does not borrow meanwhile.
-      bool reclaiming = false;
-      std::optional<PoolId> lender;  ///< the pool to borrow from, if borrowing
-    };
-    /// Filled on first use (a plan belongs to one cycle, on one thread).
-    mutable std::optional<Borrowing> borrowing;
-  };
-  Plan MakePlan(const CycleContext& ctx) const;
-  Plan::Borrowing DecideBorrowing(const CycleContext& ctx, const Plan& plan) const;
-
- private:
-  std::string scheduler_name_;
-  PoolMapCache cache_;
-};
-
 /// Whether some node of `pool` takes the pod now (room held for the pod counts as its own).
 /// `whatif`, when given, supplies the free room (tentative placements and evictions counted).
 bool PoolHasRoom(const core::ClusterState& state, const core::Pod& pod, const PoolMap::Entry& pool,
@@ -187,22 +152,6 @@ std::vector<const core::PodState*> ReclaimCandidates(const core::ClusterState& s
                                                      std::string_view scheduler_name,
                                                      std::vector<const core::PodState*>* leaving);
 
-/// Reclaim module "pools": carries out FindPoolReclaim for a pod that no candidate takes. The
-/// filter module "pools" keeps such a pod out of other pools meanwhile (preempt first, then
-/// borrow).
-class PoolsReclaim final : public ReclaimPolicyInterface {
- public:
-  explicit PoolsReclaim(std::string scheduler_name) : scheduler_name_(std::move(scheduler_name)) {}
-  std::string_view Name() const override { return "pools"; }
-  std::optional<ReclaimPlan> Plan(const CycleContext& ctx) const override;
-  std::vector<const core::PodState*> Candidates(const CycleContext& ctx,
-                                                const core::NodeState& node) const override;
-
- private:
-  std::string scheduler_name_;
-  PoolMapCache cache_;
-};
-
 /// The verdict of a node that does not take a pod while room is being reclaimed for it: names
 /// the node, the pool and the evicted pods still leaving. Unresolvable, so kube-scheduler does
 /// not start a preemption of its own on top (SPEC 6).
@@ -213,20 +162,56 @@ NodeVerdict ReclaimInProgressVerdict(const core::ClusterState& state,
 /// SPEC 4): berth never preempts it.
 inline constexpr int32_t kProductionPriority = 10000;
 
-/// Preempt module "pools" (SPEC 6.1, 6.5): removes from kube-scheduler's proposal the victims
-/// pool rules protect, and drops nodes of pools with disablePreemption. Never a pod of another
+/// Module "pools" (SPEC 6.1): one type at three points, sharing one PoolMapCache.
+///
+/// Filter: a pod stays in its home pool while the pool has room; when it has none and the home
+/// pool allows borrowing, the pod may go to one other pool that allows sharing and has room: the
+/// one with the most free resources (of the kinds the pod asks for: GPUs, then CPU, then
+/// memory), then the fewest pods. Unknown home pools are rejected with a reason. Runs after
+/// resource-fit, so a node without room reports that first.
+///
+/// PostFilter (reclaim): carries out FindPoolReclaim for a pod that no candidate takes; the
+/// Filter keeps such a pod out of other pools meanwhile (preempt first, then borrow).
+///
+/// PreemptionReview (SPEC 6.1, 6.5): removes from kube-scheduler's proposal the victims pool
+/// rules protect, and drops nodes of pools with disablePreemption. Never a pod of another
 /// scheduler, never production priority, never an in-pool pod to make room for a borrower.
 /// When the preemptor is in its home pool and the node holds borrowers, it replaces the
 /// proposal with borrowers where evicting them alone makes room (the cheaper victims: seed 004
 /// takes borrowers first). Runs before "resource-fit", which drops nodes whose remaining
 /// victims do not free enough.
-class PoolsPreempt final : public PreemptPolicyInterface {
+class PoolsModule final : public FilterPlugin,
+                          public PostFilterPlugin,
+                          public PreemptionReviewPlugin {
  public:
-  PoolsPreempt(const core::ResourceNames* names, std::string scheduler_name)
+  PoolsModule(const core::ResourceNames* names, std::string scheduler_name)
       : names_(names), scheduler_name_(std::move(scheduler_name)) {}
   std::string_view Name() const override { return "pools"; }
+  NodeVerdict Filter(const CycleContext& ctx, const core::NodeState& node) const override;
+  std::optional<ReclaimPlan> PostFilter(const CycleContext& ctx) const override;
+  std::vector<const core::PodState*> ReclaimCandidates(const CycleContext& ctx,
+                                                       const core::NodeState& node) const override;
   bool Review(const CycleContext& ctx, const core::NodeState& node, NodeVictims* proposal,
               NodeVerdict* why) const override;
+
+  /// The per-pod decision, made once per cycle. Whether the home pool has room, and which pool
+  /// lends, are worked out only when a node outside the home pool is asked about: with no Pool
+  /// objects every node is home, and the hot path costs one lookup.
+  struct Plan {
+    std::shared_ptr<const PoolMap> map;
+    std::optional<PoolId> home;  ///< nullopt: the pod names a pool that does not exist
+    struct Borrowing {
+      bool home_has_room = false;
+      /// Preempt first, then borrow: room is held for the pod in its home pool, or evicting
+      /// there would make some; the pod does not borrow meanwhile.
+      bool reclaiming = false;
+      std::optional<PoolId> lender;  ///< the pool to borrow from, if borrowing
+    };
+    /// Filled on first use (a plan belongs to one cycle, on one thread).
+    mutable std::optional<Borrowing> borrowing;
+  };
+  Plan MakePlan(const CycleContext& ctx) const;
+  Plan::Borrowing DecideBorrowing(const CycleContext& ctx, const Plan& plan) const;
 
  private:
   const core::ResourceNames* names_;

@@ -673,7 +673,7 @@ std::shared_ptr<const AdmissionPlan> FairShare::Make(const core::ClusterState& s
     ++reclaim_checks;
     const CycleContext ctx{.state = state, .pod = d.start[0]->pod, .now = now, .explain = false,
                            .planning = true};
-    return pipeline_->PlanReclaim(ctx).has_value();
+    return pipeline_->PostFilter(ctx).has_value();
   };
   std::vector<double> flow(queues.size());
   std::vector<double> nonpre(queues.size());
@@ -881,7 +881,7 @@ std::shared_ptr<const AdmissionPlan> FairShare::Make(const core::ClusterState& s
   return plan;
 }
 
-NodeVerdict QueueAdmission::Admit(const CycleContext& ctx) const {
+NodeVerdict QueueAdmission::PreFilter(const CycleContext& ctx) const {
   if (ctx.planning || ctx.pod.scheduler_name != book_->scheduler_name()) return NodeVerdict::Ok();
   if (ctx.queue_verdict != nullptr) return *ctx.queue_verdict;
   std::shared_ptr<const AdmissionPlan> plan =

@@ -231,15 +231,15 @@ class FairShare {
   absl::Duration last_cost_ ABSL_GUARDED_BY(mu_);
 };
 
-/// Admission module "queue": a managed pod that waits in a queue is unresolvable everywhere
+/// Module "queue", at PreFilter: a managed pod that waits in a queue is unresolvable everywhere
 /// with its queue, position and the numbers that hold it back; admitted jobs (and the job next
 /// to start, so that node filters can name the shortage and kube-scheduler may preempt for it)
 /// go on.
-class QueueAdmission final : public AdmissionPolicyInterface {
+class QueueAdmission final : public PreFilterPlugin {
  public:
   explicit QueueAdmission(std::shared_ptr<FairShare> book) : book_(std::move(book)) {}
   std::string_view Name() const override { return "queue"; }
-  NodeVerdict Admit(const CycleContext& ctx) const override;
+  NodeVerdict PreFilter(const CycleContext& ctx) const override;
 
  private:
   std::shared_ptr<FairShare> book_;

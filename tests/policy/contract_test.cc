@@ -43,16 +43,16 @@ constexpr int64_t kInt64Max = std::numeric_limits<int64_t>::max();
 
 // ---- the modules under contract -----------------------------------------------------------------
 
-struct ResourceFitModule {
+struct ResourceFitContract {
   static constexpr std::string_view kName = "resource-fit";
-  static std::unique_ptr<FilterPolicyInterface> Make(core::ResourceNames&) {
-    return std::make_unique<ResourceFitFilter>();
+  static std::unique_ptr<FilterPlugin> Make(core::ResourceNames&) {
+    return std::make_unique<ResourceFitModule>();
   }
 };
 
-struct BinpackModule {
+struct BinpackContract {
   static constexpr std::string_view kName = "binpack";
-  static std::unique_ptr<ScorePolicyInterface> Make(core::ResourceNames& names) {
+  static std::unique_ptr<ScorePlugin> Make(core::ResourceNames& names) {
     absl::StatusOr<std::unique_ptr<BinpackScore>> s =
         BinpackScore::Create(PolicyConfig{}.binpack, names);
     REQUIRE(s.ok());
@@ -60,16 +60,16 @@ struct BinpackModule {
   }
 };
 
-struct PoolsModule {
+struct PoolsContract {
   static constexpr std::string_view kName = "pools";
-  static std::unique_ptr<FilterPolicyInterface> Make(core::ResourceNames&) {
-    return std::make_unique<PoolsFilter>(PolicyConfig{}.scheduler_name);
+  static std::unique_ptr<FilterPlugin> Make(core::ResourceNames& names) {
+    return std::make_unique<PoolsModule>(&names, PolicyConfig{}.scheduler_name);
   }
 };
 
-struct GpuReserveModule {
+struct GpuReserveContract {
   static constexpr std::string_view kName = "gpu-reserve";
-  static std::unique_ptr<FilterPolicyInterface> Make(core::ResourceNames&) {
+  static std::unique_ptr<FilterPlugin> Make(core::ResourceNames&) {
     absl::StatusOr<std::unique_ptr<GpuReserveFilter>> f =
         GpuReserveFilter::Create(PolicyConfig{}.gpu);
     REQUIRE(f.ok());
@@ -77,30 +77,31 @@ struct GpuReserveModule {
   }
 };
 
-struct GpuAffinityModule {
+struct GpuAffinityContract {
   static constexpr std::string_view kName = "gpu-affinity";
-  static std::unique_ptr<ScorePolicyInterface> Make(core::ResourceNames&) {
+  static std::unique_ptr<ScorePlugin> Make(core::ResourceNames&) {
     return std::make_unique<GpuAffinityScore>();
   }
 };
 
-struct GangFilterModule {
+struct GangFilterContract {
   static constexpr std::string_view kName = "gang";
-  static std::unique_ptr<FilterPolicyInterface> Make(core::ResourceNames&) {
-    return std::make_unique<GangFilter>();
+  static std::unique_ptr<FilterPlugin> Make(core::ResourceNames&) {
+    return std::make_unique<GangModule>(
+        std::make_shared<const GangPlanner>(PolicyConfig{}.gangs, PolicyConfig{}.scheduler_name));
   }
 };
 
-struct GangTopologyModule {
+struct GangTopologyContract {
   static constexpr std::string_view kName = "gang-topology";
-  static std::unique_ptr<ScorePolicyInterface> Make(core::ResourceNames&) {
+  static std::unique_ptr<ScorePlugin> Make(core::ResourceNames&) {
     return std::make_unique<GangTopologyScore>(
         std::make_shared<const GangPlanner>(PolicyConfig{}.gangs, PolicyConfig{}.scheduler_name));
   }
 };
 
-#define BERTH_FILTER_MODULES ResourceFitModule, PoolsModule, GpuReserveModule, GangFilterModule
-#define BERTH_SCORE_MODULES BinpackModule, GpuAffinityModule, GangTopologyModule
+#define BERTH_FILTER_MODULES ResourceFitContract, PoolsContract, GpuReserveContract, GangFilterContract
+#define BERTH_SCORE_MODULES BinpackContract, GpuAffinityContract, GangTopologyContract
 
 template <class... M>
 std::vector<std::string> NamesOf() {
@@ -111,8 +112,13 @@ std::vector<std::string> NamesOf() {
 
 TEST_CASE("The contract covers every registered module", "[contract]") {
   const Registry r = BuildDefaultRegistry();
-  CHECK(NamesOf<BERTH_FILTER_MODULES>() == r.FilterNames());
-  CHECK(NamesOf<BERTH_SCORE_MODULES>() == r.ScoreNames());
+  CHECK(NamesOf<BERTH_FILTER_MODULES>() == r.NamesAt(Point::kFilter));
+  // Score modules listed here are also checked module by module; every registered score module,
+  // these and any added later, goes through "Score contract through the registry".
+  for (const std::string& name : NamesOf<BERTH_SCORE_MODULES>()) {
+    INFO(name);
+    CHECK(r.PointsOf(name) & Bit(Point::kScore));
+  }
 }
 
 // ---- a cluster with awkward corners -------------------------------------------------------------
@@ -197,7 +203,7 @@ std::string Describe(const NodeVerdict& v) {
 }
 
 // Every (pod, node) answer of a filter, in a fixed order.
-std::vector<std::string> AllVerdicts(const FilterPolicyInterface& f, const core::ClusterState& s,
+std::vector<std::string> AllVerdicts(const FilterPlugin& f, const core::ClusterState& s,
                                      const std::vector<core::Pod>& pods, absl::Time now) {
   std::vector<std::string> out;
   for (const core::Pod& pod : pods) {
@@ -209,7 +215,7 @@ std::vector<std::string> AllVerdicts(const FilterPolicyInterface& f, const core:
   return out;
 }
 
-std::vector<int64_t> AllScores(const ScorePolicyInterface& sc, const core::ClusterState& s,
+std::vector<int64_t> AllScores(const ScorePlugin& sc, const core::ClusterState& s,
                                const std::vector<core::Pod>& pods, absl::Time now) {
   std::vector<int64_t> out;
   for (const core::Pod& pod : pods) {
@@ -337,6 +343,42 @@ TEMPLATE_TEST_CASE("Score contract", "[contract][concurrency]", BERTH_SCORE_MODU
     }
   }
   CHECK(view->generation() == generation);
+}
+
+TEST_CASE("Score contract through the registry, for every registered score module",
+          "[contract]") {
+  const Registry r = BuildDefaultRegistry();
+  REQUIRE_FALSE(r.NamesAt(Point::kScore).empty());
+  for (const std::string& name : r.NamesAt(Point::kScore)) {
+    INFO(name);
+    ContractCluster cluster;
+    const uint64_t generation = cluster.model().Read()->generation();
+    PolicyConfig config;
+    config.filters.clear();
+    config.preempt.clear();
+    config.scores = {{name, 1}};
+    auto scores = [&] {
+      auto pipeline = r.Build(config, cluster.model().resources());
+      REQUIRE(pipeline.ok());
+      auto view = cluster.model().Read();
+      std::vector<int64_t> out;
+      for (const core::Pod& pod : cluster.pods()) {
+        const CycleContext ctx{.state = *view, .pod = pod, .now = cluster.Now()};
+        view->ForEachNode([&](core::NodeSlot, const core::NodeState& n) {
+          out.push_back((*pipeline)->ScoreNode(ctx, n));
+        });
+      }
+      return out;
+    };
+    const std::vector<int64_t> first = scores();
+    REQUIRE_FALSE(first.empty());
+    for (int64_t s : first) {
+      CHECK(s >= 0);
+      CHECK(s <= kMaxScore);
+    }
+    CHECK(scores() == first);  // deterministic, also across builds
+    CHECK(cluster.model().Read()->generation() == generation);
+  }
 }
 
 }  // namespace

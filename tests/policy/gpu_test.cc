@@ -66,7 +66,7 @@ class GpuTest {
     return *std::move(a);
   }
 
-  NodeVerdict Filter(const FilterPolicyInterface& f, const core::Pod& pod, std::string_view node,
+  NodeVerdict Filter(const FilterPlugin& f, const core::Pod& pod, std::string_view node,
                      bool explain = true) {
     auto view = model_.Read();
     const core::NodeState* n = view->FindNode(node);
@@ -74,17 +74,17 @@ class GpuTest {
     const CycleContext ctx{.state = *view, .pod = pod, .now = clock_.Now(), .explain = explain};
     return f.Filter(ctx, *n);
   }
-  int64_t Score(const ScorePolicyInterface& s, const core::Pod& pod, std::string_view node) {
+  int64_t Score(const ScorePlugin& s, const core::Pod& pod, std::string_view node) {
     auto view = model_.Read();
     const core::NodeState* n = view->FindNode(node);
     REQUIRE(n != nullptr);
     const CycleContext ctx{.state = *view, .pod = pod, .now = clock_.Now()};
     return s.Score(ctx, *n);
   }
-  NodeVerdict Admit(const AdmissionPolicyInterface& a, const core::Pod& pod, bool explain = true) {
+  NodeVerdict Admit(const PreFilterPlugin& a, const core::Pod& pod, bool explain = true) {
     auto view = model_.Read();
     const CycleContext ctx{.state = *view, .pod = pod, .now = clock_.Now(), .explain = explain};
-    return a.Admit(ctx);
+    return a.PreFilter(ctx);
   }
 };
 
@@ -358,7 +358,7 @@ TEST_CASE_METHOD(GpuTest, "The default pipeline runs the GPU modules", "[gpu][re
       BuildDefaultRegistry().Build(PolicyConfig{}, model_.resources());
   REQUIRE(p.ok());
   const std::vector<std::string> described = (*p)->Describe();
-  for (const char* want : {"admission:gpu-min-cpu", "filter:gpu-reserve", "score:gpu-affinity*1"}) {
+  for (const char* want : {"prefilter:gpu-min-cpu", "filter:gpu-reserve", "score:gpu-affinity*1"}) {
     INFO(want);
     CHECK(std::find(described.begin(), described.end(), want) != described.end());
   }
@@ -376,7 +376,7 @@ TEST_CASE_METHOD(GpuTest, "The default pipeline runs the GPU modules", "[gpu][re
         (*p)->ScoreNode(ctx, *view->FindNode("gpu")));
   // Warn is the default: a starved GPU pod is admitted.
   const core::Pod starved = CorePod("s", "", 100, 0, 1);
-  CHECK((*p)->Admit({.state = *view, .pod = starved, .now = clock_.Now()}).ok());
+  CHECK((*p)->PreFilter({.state = *view, .pod = starved, .now = clock_.Now()}).ok());
 }
 
 TEST_CASE_METHOD(GpuTest, "The registry passes the gpu settings through", "[gpu][registry]") {
@@ -388,7 +388,7 @@ TEST_CASE_METHOD(GpuTest, "The registry passes the gpu settings through", "[gpu]
   REQUIRE(p.ok());
   auto view = model_.Read();
   const core::Pod starved = CorePod("s", "", 100, 0, 1);
-  CHECK((*p)->Admit({.state = *view, .pod = starved, .now = clock_.Now()}).fit ==
+  CHECK((*p)->PreFilter({.state = *view, .pod = starved, .now = clock_.Now()}).fit ==
         Fit::kUnresolvable);
   const core::Pod big = CorePod("b", "", 16000, 0);
   CHECK((*p)->FilterNode({.state = *view, .pod = big, .now = clock_.Now()},
@@ -400,7 +400,7 @@ TEST_CASE_METHOD(GpuTest, "The registry passes the gpu settings through", "[gpu]
       BuildDefaultRegistry().Build(config, model_.resources());
   REQUIRE_FALSE(bad.ok());
   CHECK(bad.status().message() ==
-        "filter module \"gpu-reserve\": gpu.reservedMemoryPerGpu is -1; expected 0 (off) or more");
+        "policy.filters: module \"gpu-reserve\": gpu.reservedMemoryPerGpu is -1; expected 0 (off) or more");
 }
 
 }  // namespace

@@ -23,7 +23,7 @@ namespace {
 // ---- fakes --------------------------------------------------------------------------------------
 
 // Fails the nodes named in `verdicts` with the given verdict; counts its calls.
-class FakeFilter final : public FilterPolicyInterface {
+class FakeFilter final : public FilterPlugin {
  public:
   FakeFilter(std::string name, std::map<std::string, NodeVerdict> verdicts,
              std::shared_ptr<std::atomic<int>> calls)
@@ -42,7 +42,7 @@ class FakeFilter final : public FilterPolicyInterface {
 };
 
 // Scores each node as listed (0 for others), even outside [0, kMaxScore].
-class FakeScore final : public ScorePolicyInterface {
+class FakeScore final : public ScorePlugin {
  public:
   FakeScore(std::string name, std::map<std::string, int64_t> scores)
       : name_(std::move(name)), scores_(std::move(scores)) {}
@@ -57,12 +57,12 @@ class FakeScore final : public ScorePolicyInterface {
   std::map<std::string, int64_t> scores_;
 };
 
-class FakeAdmission final : public AdmissionPolicyInterface {
+class FakeAdmission final : public PreFilterPlugin {
  public:
   FakeAdmission(std::string name, NodeVerdict verdict)
       : name_(std::move(name)), verdict_(std::move(verdict)) {}
   std::string_view Name() const override { return name_; }
-  NodeVerdict Admit(const CycleContext&) const override { return verdict_; }
+  NodeVerdict PreFilter(const CycleContext&) const override { return verdict_; }
 
  private:
   std::string name_;
@@ -71,7 +71,7 @@ class FakeAdmission final : public AdmissionPolicyInterface {
 
 // Refuses the node `refuse`; removes victims whose uid starts with `drop_prefix`; appends a
 // victim `add` (if not empty) to every node it keeps. Records the victim uids it was shown.
-class FakePreempt final : public PreemptPolicyInterface {
+class FakePreempt final : public PreemptionReviewPlugin {
  public:
   struct Options {
     std::string refuse;
@@ -108,7 +108,7 @@ class FakePreempt final : public PreemptPolicyInterface {
   std::vector<std::string>* seen_;
 };
 
-class FakeOrder final : public OrderPolicyInterface {
+class FakeOrder final : public QueueSortPlugin {
  public:
   std::string_view Name() const override { return "fake-order"; }
   bool Less(const core::ClusterState&, const core::Pod& a, const core::Pod& b) const override {
@@ -148,19 +148,19 @@ class PipelineTest {
 TEST_CASE_METHOD(PipelineTest, "Pipeline: the first failing filter wins", "[pipeline]") {
   auto calls1 = std::make_shared<std::atomic<int>>(0);
   auto calls2 = std::make_shared<std::atomic<int>>(0);
-  std::vector<std::unique_ptr<FilterPolicyInterface>> filters;
-  filters.push_back(std::make_unique<FakeFilter>(
+  std::vector<std::shared_ptr<FilterPlugin>> filters;
+  filters.push_back(std::make_shared<FakeFilter>(
       "first",
       std::map<std::string, NodeVerdict>{
           {"n1", Fail(Fit::kUnschedulable, Reason::kInsufficientResource, "first says no")}},
       calls1));
-  filters.push_back(std::make_unique<FakeFilter>(
+  filters.push_back(std::make_shared<FakeFilter>(
       "second",
       std::map<std::string, NodeVerdict>{
           {"n1", Fail(Fit::kUnresolvable, Reason::kExceedsAllocatable, "second says no")},
           {"n2", Fail(Fit::kUnresolvable, Reason::kExceedsAllocatable, "second says no")}},
       calls2));
-  Pipeline p({}, std::move(filters), {}, {}, {});
+  Pipeline p({.filter = std::move(filters)});
 
   auto view = model_.Read();
   const CycleContext ctx{.state = *view, .pod = pod_, .now = clock_.Now()};
@@ -186,10 +186,10 @@ TEST_CASE_METHOD(PipelineTest, "Pipeline: the first failing filter wins", "[pipe
 TEST_CASE_METHOD(PipelineTest, "Pipeline: unknown nodes are unschedulable, in input order",
                  "[pipeline]") {
   auto calls = std::make_shared<std::atomic<int>>(0);
-  std::vector<std::unique_ptr<FilterPolicyInterface>> filters;
+  std::vector<std::shared_ptr<FilterPlugin>> filters;
   filters.push_back(
-      std::make_unique<FakeFilter>("f", std::map<std::string, NodeVerdict>{}, calls));
-  Pipeline p({}, std::move(filters), {}, {}, {});
+      std::make_shared<FakeFilter>("f", std::map<std::string, NodeVerdict>{}, calls));
+  Pipeline p({.filter = std::move(filters)});
 
   auto view = model_.Read();
   const CycleContext ctx{.state = *view, .pod = pod_, .now = clock_.Now()};
@@ -220,19 +220,19 @@ TEST_CASE_METHOD(PipelineTest, "Pipeline: an admission refusal applies to every 
   auto calls = std::make_shared<std::atomic<int>>(0);
   const NodeVerdict refusal =
       Fail(Fit::kUnresolvable, Reason::kInsufficientResource, "gang not admitted");
-  std::vector<std::unique_ptr<AdmissionPolicyInterface>> admission;
-  admission.push_back(std::make_unique<FakeAdmission>("yes", NodeVerdict::Ok()));
-  admission.push_back(std::make_unique<FakeAdmission>("gang", refusal));
-  admission.push_back(std::make_unique<FakeAdmission>(
+  std::vector<std::shared_ptr<PreFilterPlugin>> admission;
+  admission.push_back(std::make_shared<FakeAdmission>("yes", NodeVerdict::Ok()));
+  admission.push_back(std::make_shared<FakeAdmission>("gang", refusal));
+  admission.push_back(std::make_shared<FakeAdmission>(
       "later", Fail(Fit::kUnschedulable, Reason::kInsufficientResource, "later refusal")));
-  std::vector<std::unique_ptr<FilterPolicyInterface>> filters;
+  std::vector<std::shared_ptr<FilterPlugin>> filters;
   filters.push_back(
-      std::make_unique<FakeFilter>("f", std::map<std::string, NodeVerdict>{}, calls));
-  Pipeline p(std::move(admission), std::move(filters), {}, {}, {});
+      std::make_shared<FakeFilter>("f", std::map<std::string, NodeVerdict>{}, calls));
+  Pipeline p({.prefilter = std::move(admission), .filter = std::move(filters)});
 
   auto view = model_.Read();
   const CycleContext ctx{.state = *view, .pod = pod_, .now = clock_.Now()};
-  const NodeVerdict a = p.Admit(ctx);
+  const NodeVerdict a = p.PreFilter(ctx);
   CHECK(a.fit == Fit::kUnresolvable);
   CHECK(a.message == "gang not admitted");  // the first refusal
 
@@ -249,30 +249,30 @@ TEST_CASE_METHOD(PipelineTest, "Pipeline: an admission refusal applies to every 
 }
 
 TEST_CASE_METHOD(PipelineTest, "Pipeline: admission that lets the pod through", "[pipeline]") {
-  std::vector<std::unique_ptr<AdmissionPolicyInterface>> admission;
-  admission.push_back(std::make_unique<FakeAdmission>("yes", NodeVerdict::Ok()));
-  Pipeline p(std::move(admission), {}, {}, {}, {});
+  std::vector<std::shared_ptr<PreFilterPlugin>> admission;
+  admission.push_back(std::make_shared<FakeAdmission>("yes", NodeVerdict::Ok()));
+  Pipeline p({.prefilter = std::move(admission)});
   auto view = model_.Read();
   const CycleContext ctx{.state = *view, .pod = pod_, .now = clock_.Now()};
-  CHECK(p.Admit(ctx).ok());
+  CHECK(p.PreFilter(ctx).ok());
   const std::vector<std::string_view> candidates = {"n1", "n2"};
   for (const NodeVerdict& v : p.Filter(ctx, candidates)) CHECK(v.ok());
 
-  Pipeline empty({}, {}, {}, {}, {});
-  CHECK(empty.Admit(ctx).ok());
+  Pipeline empty(Pipeline::Points{});
+  CHECK(empty.PreFilter(ctx).ok());
 }
 
 // ---- score --------------------------------------------------------------------------------------
 
 TEST_CASE_METHOD(PipelineTest, "Pipeline: the score is the rounded weighted mean", "[pipeline]") {
   std::vector<Pipeline::WeightedScore> scores;
-  scores.push_back({std::make_unique<FakeScore>(
+  scores.push_back({std::make_shared<FakeScore>(
                         "a", std::map<std::string, int64_t>{{"n1", 10}, {"n2", 3}, {"n3", 15}}),
                     1});
-  scores.push_back({std::make_unique<FakeScore>(
+  scores.push_back({std::make_shared<FakeScore>(
                         "b", std::map<std::string, int64_t>{{"n1", 2}, {"n2", 4}, {"n3", -7}}),
                     3});
-  Pipeline p({}, {}, std::move(scores), {}, {});
+  Pipeline p({.score = std::move(scores)});
 
   auto view = model_.Read();
   const CycleContext ctx{.state = *view, .pod = pod_, .now = clock_.Now()};
@@ -289,13 +289,13 @@ TEST_CASE_METHOD(PipelineTest, "Pipeline: the score is the rounded weighted mean
 
 TEST_CASE_METHOD(PipelineTest, "Pipeline: rounding of the weighted mean", "[pipeline]") {
   std::vector<Pipeline::WeightedScore> scores;
-  scores.push_back({std::make_unique<FakeScore>(
+  scores.push_back({std::make_shared<FakeScore>(
                         "a", std::map<std::string, int64_t>{{"n1", 3}, {"n2", 0}, {"n3", 10}}),
                     1});
-  scores.push_back({std::make_unique<FakeScore>(
+  scores.push_back({std::make_shared<FakeScore>(
                         "b", std::map<std::string, int64_t>{{"n1", 4}, {"n2", 1}, {"n3", 10}}),
                     2});
-  Pipeline p({}, {}, std::move(scores), {}, {});
+  Pipeline p({.score = std::move(scores)});
   auto view = model_.Read();
   const CycleContext ctx{.state = *view, .pod = pod_, .now = clock_.Now()};
   CHECK(p.ScoreNode(ctx, *view->FindNode("n1")) == 4);   // 11/3 = 3.67 -> 4
@@ -307,8 +307,8 @@ TEST_CASE_METHOD(PipelineTest, "Pipeline: one score module passes its score thro
                  "[pipeline]") {
   std::vector<Pipeline::WeightedScore> scores;
   scores.push_back(
-      {std::make_unique<FakeScore>("a", std::map<std::string, int64_t>{{"n1", 7}}), 5});
-  Pipeline p({}, {}, std::move(scores), {}, {});
+      {std::make_shared<FakeScore>("a", std::map<std::string, int64_t>{{"n1", 7}}), 5});
+  Pipeline p({.score = std::move(scores)});
   auto view = model_.Read();
   const CycleContext ctx{.state = *view, .pod = pod_, .now = clock_.Now()};
   CHECK(p.ScoreNode(ctx, *view->FindNode("n1")) == 7);
@@ -316,7 +316,7 @@ TEST_CASE_METHOD(PipelineTest, "Pipeline: one score module passes its score thro
 }
 
 TEST_CASE_METHOD(PipelineTest, "Pipeline: no score modules scores every node 0", "[pipeline]") {
-  Pipeline p({}, {}, {}, {}, {});
+  Pipeline p(Pipeline::Points{});
   auto view = model_.Read();
   const CycleContext ctx{.state = *view, .pod = pod_, .now = clock_.Now()};
   const std::vector<std::string_view> candidates = {"n1", "ghost"};
@@ -339,10 +339,10 @@ std::vector<std::string> Uids(const NodeVictims& nv) {
 
 TEST_CASE_METHOD(PipelineTest, "Pipeline: Preempt filters nodes and orders victims",
                  "[pipeline][preempt]") {
-  std::vector<std::unique_ptr<PreemptPolicyInterface>> preempt;
-  preempt.push_back(std::make_unique<FakePreempt>(
+  std::vector<std::shared_ptr<PreemptionReviewPlugin>> preempt;
+  preempt.push_back(std::make_shared<FakePreempt>(
       "fake", FakePreempt::Options{.refuse = "n2", .drop_prefix = "gone-"}));
-  Pipeline p({}, {}, {}, std::move(preempt), {});
+  Pipeline p({.review = std::move(preempt)});
 
   std::vector<NodeVictims> proposal;
   proposal.push_back(NodeVictims{
@@ -356,7 +356,7 @@ TEST_CASE_METHOD(PipelineTest, "Pipeline: Preempt filters nodes and orders victi
   auto view = model_.Read();
   const CycleContext ctx{.state = *view, .pod = pod_, .now = clock_.Now()};
   std::vector<std::pair<std::string, NodeVerdict>> dropped;
-  const std::vector<NodeVictims> kept = p.Preempt(ctx, std::move(proposal), &dropped);
+  const std::vector<NodeVictims> kept = p.ReviewPreemption(ctx, std::move(proposal), &dropped);
 
   REQUIRE(kept.size() == 1);
   CHECK(kept[0].node == "n1");
@@ -378,7 +378,7 @@ TEST_CASE_METHOD(PipelineTest, "Pipeline: Preempt filters nodes and orders victi
 }
 
 TEST_CASE_METHOD(PipelineTest, "Pipeline: Preempt without modules", "[pipeline][preempt]") {
-  Pipeline p({}, {}, {}, {}, {});
+  Pipeline p(Pipeline::Points{});
   std::vector<NodeVictims> proposal;
   proposal.push_back(NodeVictims{.node = "n1", .victims = Victims({{"a", 1}, {"b", 2}})});
   proposal.push_back(NodeVictims{.node = "n2"});  // kube-scheduler sent no victims
@@ -386,24 +386,24 @@ TEST_CASE_METHOD(PipelineTest, "Pipeline: Preempt without modules", "[pipeline][
   auto view = model_.Read();
   const CycleContext ctx{.state = *view, .pod = pod_, .now = clock_.Now()};
   // `dropped` is optional.
-  const std::vector<NodeVictims> kept = p.Preempt(ctx, std::move(proposal));
+  const std::vector<NodeVictims> kept = p.ReviewPreemption(ctx, std::move(proposal));
   REQUIRE(kept.size() == 1);
   CHECK(kept[0].node == "n1");
   CHECK(Uids(kept[0]) == std::vector<std::string>{"b", "a"});
-  CHECK(p.Preempt(ctx, {}).empty());
+  CHECK(p.ReviewPreemption(ctx, {}).empty());
 }
 
 TEST_CASE_METHOD(PipelineTest, "Pipeline: preempt modules run in turn on the changed proposal",
                  "[pipeline][preempt]") {
   std::vector<std::string> seen_first;
   std::vector<std::string> seen_second;
-  std::vector<std::unique_ptr<PreemptPolicyInterface>> preempt;
-  preempt.push_back(std::make_unique<FakePreempt>(
+  std::vector<std::shared_ptr<PreemptionReviewPlugin>> preempt;
+  preempt.push_back(std::make_shared<FakePreempt>(
       "adder", FakePreempt::Options{.drop_prefix = "x-", .add = "added", .add_priority = 7},
       &seen_first));
-  preempt.push_back(std::make_unique<FakePreempt>(
+  preempt.push_back(std::make_shared<FakePreempt>(
       "refuser", FakePreempt::Options{.refuse = "n2"}, &seen_second));
-  Pipeline p({}, {}, {}, std::move(preempt), {});
+  Pipeline p({.review = std::move(preempt)});
 
   std::vector<NodeVictims> proposal;
   proposal.push_back(NodeVictims{.node = "n1", .victims = Victims({{"x-1", 1}, {"keep", 2}})});
@@ -411,7 +411,7 @@ TEST_CASE_METHOD(PipelineTest, "Pipeline: preempt modules run in turn on the cha
   auto view = model_.Read();
   const CycleContext ctx{.state = *view, .pod = pod_, .now = clock_.Now()};
   std::vector<std::pair<std::string, NodeVerdict>> dropped;
-  const std::vector<NodeVictims> kept = p.Preempt(ctx, std::move(proposal), &dropped);
+  const std::vector<NodeVictims> kept = p.ReviewPreemption(ctx, std::move(proposal), &dropped);
 
   CHECK(seen_first == std::vector<std::string>{"n1:x-1", "n1:keep", "n2:k2"});
   CHECK(seen_second == std::vector<std::string>{"n1:keep", "n1:added", "n2:k2", "n2:added"});
@@ -424,27 +424,30 @@ TEST_CASE_METHOD(PipelineTest, "Pipeline: preempt modules run in turn on the cha
 
 // ---- describe -----------------------------------------------------------------------------------
 
-TEST_CASE("Pipeline::Describe lists modules per verb", "[pipeline]") {
+TEST_CASE("Pipeline::Describe lists modules per point", "[pipeline]") {
   auto calls = std::make_shared<std::atomic<int>>(0);
-  std::vector<std::unique_ptr<AdmissionPolicyInterface>> admission;
-  admission.push_back(std::make_unique<FakeAdmission>("gate", NodeVerdict::Ok()));
-  std::vector<std::unique_ptr<FilterPolicyInterface>> filters;
+  std::vector<std::shared_ptr<PreFilterPlugin>> admission;
+  admission.push_back(std::make_shared<FakeAdmission>("gate", NodeVerdict::Ok()));
+  std::vector<std::shared_ptr<FilterPlugin>> filters;
   for (const char* name : {"f1", "f2"}) {
     filters.push_back(
-        std::make_unique<FakeFilter>(name, std::map<std::string, NodeVerdict>{}, calls));
+        std::make_shared<FakeFilter>(name, std::map<std::string, NodeVerdict>{}, calls));
   }
   std::vector<Pipeline::WeightedScore> scores;
-  scores.push_back({std::make_unique<FakeScore>("s", std::map<std::string, int64_t>{}), 3});
-  std::vector<std::unique_ptr<PreemptPolicyInterface>> preempt;
-  preempt.push_back(std::make_unique<FakePreempt>("pr", FakePreempt::Options{}));
-  std::vector<std::unique_ptr<OrderPolicyInterface>> order;
-  order.push_back(std::make_unique<FakeOrder>());
-  Pipeline p(std::move(admission), std::move(filters), std::move(scores), std::move(preempt),
-             std::move(order));
-  CHECK(p.Describe() == std::vector<std::string>{"admission:gate", "filter:f1", "filter:f2",
-                                                 "score:s*3", "preempt:pr", "order:fake-order"});
-  REQUIRE(p.order().size() == 1);
-  CHECK(p.order()[0]->Name() == "fake-order");
+  scores.push_back({std::make_shared<FakeScore>("s", std::map<std::string, int64_t>{}), 3});
+  std::vector<std::shared_ptr<PreemptionReviewPlugin>> preempt;
+  preempt.push_back(std::make_shared<FakePreempt>("pr", FakePreempt::Options{}));
+  std::vector<std::shared_ptr<QueueSortPlugin>> order;
+  order.push_back(std::make_shared<FakeOrder>());
+  Pipeline p({.prefilter = std::move(admission),
+              .filter = std::move(filters),
+              .review = std::move(preempt),
+              .score = std::move(scores),
+              .queue_sort = std::move(order)});
+  CHECK(p.Describe() == std::vector<std::string>{"prefilter:gate", "filter:f1", "filter:f2",
+                                                 "review:pr", "score:s*3", "queuesort:fake-order"});
+  REQUIRE(p.queue_sort().size() == 1);
+  CHECK(p.queue_sort()[0]->Name() == "fake-order");
 }
 
 }  // namespace

@@ -19,7 +19,7 @@
 namespace berth::policy {
 namespace {
 
-class NamedFilter final : public FilterPolicyInterface {
+class NamedFilter final : public FilterPlugin {
  public:
   explicit NamedFilter(std::string name) : name_(std::move(name)) {}
   std::string_view Name() const override { return name_; }
@@ -31,7 +31,7 @@ class NamedFilter final : public FilterPolicyInterface {
   std::string name_;
 };
 
-class ConstScore final : public ScorePolicyInterface {
+class ConstScore final : public ScorePlugin {
  public:
   ConstScore(std::string name, int64_t score) : name_(std::move(name)), score_(score) {}
   std::string_view Name() const override { return name_; }
@@ -42,26 +42,29 @@ class ConstScore final : public ScorePolicyInterface {
   int64_t score_;
 };
 
-Factory<FilterPolicyInterface> FilterFactory(std::string name) {
-  return [name](const BuildContext&) -> absl::StatusOr<std::unique_ptr<FilterPolicyInterface>> {
-    return std::make_unique<NamedFilter>(name);
-  };
-}
-
-Factory<ScorePolicyInterface> ScoreFactory(std::string name, int64_t score) {
-  return [name, score](const BuildContext&)
-             -> absl::StatusOr<std::unique_ptr<ScorePolicyInterface>> {
-    return std::make_unique<ConstScore>(name, score);
-  };
-}
+// A module at two points, counting how often it is built.
+class FilterAndScore final : public FilterPlugin, public ScorePlugin {
+ public:
+  std::string_view Name() const override { return "both"; }
+  NodeVerdict Filter(const CycleContext&, const core::NodeState&) const override {
+    return NodeVerdict::Ok();
+  }
+  int64_t Score(const CycleContext&, const core::NodeState&) const override { return 4; }
+};
 
 // A registry with filters "alpha", "beta" and scores "five", "nine".
 Registry SmallRegistry() {
   Registry r;
-  REQUIRE(r.RegisterFilter("alpha", FilterFactory("alpha")).ok());
-  REQUIRE(r.RegisterFilter("beta", FilterFactory("beta")).ok());
-  REQUIRE(r.RegisterScore("five", ScoreFactory("five", 5)).ok());
-  REQUIRE(r.RegisterScore("nine", ScoreFactory("nine", 9)).ok());
+  for (const char* name : {"alpha", "beta"}) {
+    REQUIRE(r.Register<NamedFilter>(name, [name](const BuildContext&) {
+               return std::make_unique<NamedFilter>(name);
+             }).ok());
+  }
+  for (auto [name, score] : {std::pair{"five", 5}, std::pair{"nine", 9}}) {
+    REQUIRE(r.Register<ConstScore>(name, [name, score](const BuildContext&) {
+               return std::make_unique<ConstScore>(name, score);
+             }).ok());
+  }
   return r;
 }
 
@@ -83,53 +86,68 @@ std::string BuildError(const Registry& r, const PolicyConfig& c) {
   return std::string(p.status().message());
 }
 
-TEST_CASE("Registry rejects a name registered twice", "[registry]") {
+TEST_CASE("Registry rejects a name registered twice, whatever its points", "[registry]") {
   Registry r = SmallRegistry();
-  const absl::Status s = r.RegisterFilter("alpha", FilterFactory("other"));
+  const absl::Status s = r.Register<NamedFilter>(
+      "alpha", [](const BuildContext&) { return std::make_unique<NamedFilter>("other"); });
   CHECK(s.code() == absl::StatusCode::kAlreadyExists);
-  CHECK(s.message() == "filter module \"alpha\" registered twice");
-  const absl::Status s2 = r.RegisterScore("five", ScoreFactory("five", 1));
+  CHECK(s.message() == "module \"alpha\" registered twice");
+  // One table: a score may not take a filter's name either.
+  const absl::Status s2 = r.Register<ConstScore>(
+      "alpha", [](const BuildContext&) { return std::make_unique<ConstScore>("alpha", 1); });
   CHECK(s2.code() == absl::StatusCode::kAlreadyExists);
-  CHECK(s2.message() == "score module \"five\" registered twice");
 
   // The first registration stands.
-  CHECK(r.FilterNames() == std::vector<std::string>{"alpha", "beta"});
-  CHECK(r.ScoreNames() == std::vector<std::string>{"five", "nine"});
-
-  // Each kind has its own table: one module may implement several verbs.
-  CHECK(r.RegisterScore("alpha", ScoreFactory("alpha", 1)).ok());
-  CHECK(r.RegisterPreempt("alpha", nullptr).ok());
-  CHECK(r.RegisterPreempt("alpha", nullptr).code() == absl::StatusCode::kAlreadyExists);
-  CHECK(r.RegisterAdmission("gate", nullptr).ok());
-  CHECK(r.RegisterAdmission("gate", nullptr).code() == absl::StatusCode::kAlreadyExists);
-  CHECK(r.RegisterOrder("fifo", nullptr).ok());
-  CHECK(r.RegisterOrder("fifo", nullptr).code() == absl::StatusCode::kAlreadyExists);
+  CHECK(r.Names() == std::vector<std::string>{"alpha", "beta", "five", "nine"});
+  CHECK(r.NamesAt(Point::kFilter) == std::vector<std::string>{"alpha", "beta"});
+  CHECK(r.NamesAt(Point::kScore) == std::vector<std::string>{"five", "nine"});
+  CHECK(r.PointsOf("alpha") == Bit(Point::kFilter));
+  CHECK(r.PointsOf("ghost") == 0);
 }
 
-TEST_CASE("Registry::Build rejects unknown module names and lists the known ones",
+TEST_CASE("Registry::Build rejects unknown module names and lists the ones with that point",
           "[registry]") {
   Registry r = SmallRegistry();
   PolicyConfig c = Empty();
 
   SECTION("filter") {
     c.filters = {"alpha", "gamma"};
-    CHECK(BuildError(r, c) == "unknown filter module \"gamma\"; known: alpha, beta");
+    CHECK(BuildError(r, c) ==
+          "policy.filters: unknown module \"gamma\"; modules with a Filter point: alpha, beta");
   }
   SECTION("score") {
     c.scores = {{"seven", 1}};
-    CHECK(BuildError(r, c) == "unknown score module \"seven\"; known: five, nine");
+    CHECK(BuildError(r, c) ==
+          "policy.scores: unknown module \"seven\"; modules with a Score point: five, nine");
   }
   SECTION("preempt, with none registered") {
     c.preempt = {"resource-fit"};
-    CHECK(BuildError(r, c) == "unknown preempt module \"resource-fit\"; known: ");
+    CHECK(BuildError(r, c) == "policy.preempt: unknown module \"resource-fit\"; modules with a "
+                              "PreemptionReview point: ");
   }
   SECTION("admission") {
     c.admission = {"gang"};
-    CHECK_THAT(BuildError(r, c), Catch::Matchers::StartsWith("unknown admission module \"gang\""));
+    CHECK_THAT(BuildError(r, c),
+               Catch::Matchers::StartsWith("policy.admission: unknown module \"gang\""));
   }
   SECTION("order") {
     c.order = {"drf"};
-    CHECK_THAT(BuildError(r, c), Catch::Matchers::StartsWith("unknown order module \"drf\""));
+    CHECK_THAT(BuildError(r, c), Catch::Matchers::StartsWith("policy.order: unknown module \"drf\""));
+  }
+}
+
+TEST_CASE("Registry::Build names the point a listed module does not implement", "[registry]") {
+  Registry r = SmallRegistry();
+  PolicyConfig c = Empty();
+  SECTION("a score listed as a filter") {
+    c.filters = {"five"};
+    CHECK(BuildError(r, c) ==
+          "policy.filters: module \"five\" has no Filter point; it implements: Score");
+  }
+  SECTION("a filter listed for reclaim") {
+    c.reclaim = {"alpha"};
+    CHECK(BuildError(r, c) ==
+          "policy.reclaim: module \"alpha\" has no PostFilter point; it implements: Filter");
   }
 }
 
@@ -138,12 +156,41 @@ TEST_CASE("Registry::Build rejects a module listed twice", "[registry]") {
   PolicyConfig c = Empty();
   SECTION("filter") {
     c.filters = {"alpha", "beta", "alpha"};
-    CHECK(BuildError(r, c) == "filter module \"alpha\" is listed twice");
+    CHECK(BuildError(r, c) == "policy.filters: module \"alpha\" is listed twice");
   }
   SECTION("score, even with different weights") {
     c.scores = {{"five", 1}, {"five", 2}};
-    CHECK(BuildError(r, c) == "score module \"five\" is listed twice");
+    CHECK(BuildError(r, c) == "policy.scores: module \"five\" is listed twice");
   }
+}
+
+TEST_CASE("Registry::Build places one instance of a module at every point it is listed for",
+          "[registry]") {
+  Registry r;
+  auto built = std::make_shared<int>(0);
+  REQUIRE(r.Register<FilterAndScore>("both", [built](const BuildContext&) {
+             ++*built;
+             return std::make_unique<FilterAndScore>();
+           }).ok());
+  CHECK(r.PointsOf("both") == (Bit(Point::kFilter) | Bit(Point::kScore)));
+  PolicyConfig c = Empty();
+  c.filters = {"both"};
+  c.scores = {{"both", 3}};
+  core::ResourceNames names;
+  absl::StatusOr<std::unique_ptr<Pipeline>> p = r.Build(c, names);
+  REQUIRE(p.ok());
+  CHECK(*built == 1);
+  CHECK((*p)->Describe() == std::vector<std::string>{"filter:both", "score:both*3"});
+
+  // Listed at one point only, it is still built once and placed there alone.
+  c.scores.clear();
+  REQUIRE(r.Build(c, names).ok());
+  CHECK(*built == 2);
+  c = Empty();
+  c.admission = {"both"};
+  CHECK(BuildError(r, c) ==
+        "policy.admission: module \"both\" has no PreFilter point; it implements: Filter, Score");
+  CHECK(*built == 2);  // nothing is built for a configuration that does not hold
 }
 
 TEST_CASE("Registry::Build checks score weights are within 1..100", "[registry]") {
@@ -151,15 +198,15 @@ TEST_CASE("Registry::Build checks score weights are within 1..100", "[registry]"
   PolicyConfig c = Empty();
   SECTION("zero") {
     c.scores = {{"five", 0}};
-    CHECK(BuildError(r, c) == "score module \"five\" has weight 0; expected 1..100");
+    CHECK(BuildError(r, c) == "policy.scores: module \"five\" has weight 0; expected 1..100");
   }
   SECTION("negative") {
     c.scores = {{"nine", 1}, {"five", -3}};
-    CHECK(BuildError(r, c) == "score module \"five\" has weight -3; expected 1..100");
+    CHECK(BuildError(r, c) == "policy.scores: module \"five\" has weight -3; expected 1..100");
   }
   SECTION("too big") {
     c.scores = {{"five", 101}};
-    CHECK(BuildError(r, c) == "score module \"five\" has weight 101; expected 1..100");
+    CHECK(BuildError(r, c) == "policy.scores: module \"five\" has weight 101; expected 1..100");
   }
   SECTION("the bounds are accepted and weight the mean") {
     c.scores = {{"five", 1}, {"nine", 100}};
@@ -182,13 +229,13 @@ TEST_CASE("Registry::Build checks score weights are within 1..100", "[registry]"
 
 TEST_CASE("Registry::Build reports a failing factory with the module name", "[registry]") {
   Registry r;
-  REQUIRE(r.RegisterFilter("broken", [](const BuildContext&)
-                                         -> absl::StatusOr<std::unique_ptr<FilterPolicyInterface>> {
-                             return absl::InvalidArgumentError("bad setting");
-                           }).ok());
+  REQUIRE(r.Register<NamedFilter>("broken", [](const BuildContext&)
+                                                -> absl::StatusOr<std::unique_ptr<NamedFilter>> {
+             return absl::InvalidArgumentError("bad setting");
+           }).ok());
   PolicyConfig c = Empty();
   c.filters = {"broken"};
-  CHECK(BuildError(r, c) == "filter module \"broken\": bad setting");
+  CHECK(BuildError(r, c) == "policy.filters: module \"broken\": bad setting");
 }
 
 TEST_CASE("Registry::Build keeps the configured filter order", "[registry]") {
@@ -210,29 +257,45 @@ TEST_CASE("Registry::Build keeps the configured filter order", "[registry]") {
 
 // ---- the default registry -----------------------------------------------------------------------
 
-TEST_CASE("BuildDefaultRegistry has resource-fit and binpack", "[registry]") {
+TEST_CASE("BuildDefaultRegistry registers each module once, at all of its points",
+          "[registry]") {
   const Registry r = BuildDefaultRegistry();
-  CHECK(r.FilterNames() == std::vector<std::string>{"gang", "gpu-reserve", "pools", "resource-fit"});
-  CHECK(r.ScoreNames() == std::vector<std::string>{"binpack", "gang-topology", "gpu-affinity"});
+  // (A score module added later only adds a name: these lists are what must be there.)
+  for (const char* name : {"binpack", "gang", "gang-topology", "gpu-affinity", "gpu-min-cpu",
+                           "gpu-reserve", "pools", "queue", "resource-fit"}) {
+    INFO(name);
+    CHECK(r.PointsOf(name) != 0);
+  }
+  CHECK(PointNames(r.PointsOf("pools")) == "Filter, PostFilter, PreemptionReview");
+  CHECK(PointNames(r.PointsOf("resource-fit")) == "Filter, PreemptionReview");
+  CHECK(PointNames(r.PointsOf("gang")) == "PreFilter, Filter, PreemptionReview, Permit");
+  CHECK(PointNames(r.PointsOf("gang-topology")) == "Score");
+  CHECK(PointNames(r.PointsOf("queue")) == "PreFilter");
+  CHECK(r.NamesAt(Point::kFilter) ==
+        std::vector<std::string>{"gang", "gpu-reserve", "pools", "resource-fit"});
+  for (const char* name : {"binpack", "gang-topology", "gpu-affinity"}) {
+    CHECK(r.PointsOf(name) == Bit(Point::kScore));
+  }
 
   core::ResourceNames names;
   absl::StatusOr<std::unique_ptr<Pipeline>> p = r.Build(PolicyConfig{}, names);
   REQUIRE(p.ok());
   CHECK((*p)->Describe() ==
-        std::vector<std::string>{"admission:gpu-min-cpu", "admission:queue", "admission:gang", "filter:gang",
-                                 "filter:resource-fit", "filter:pools", "filter:gpu-reserve",
-                                 "score:binpack*1", "score:gpu-affinity*1",
-                                 "score:gang-topology*2", "preempt:pools", "preempt:gang",
-                                 "preempt:resource-fit", "reclaim:pools"});
+        std::vector<std::string>{"prefilter:gpu-min-cpu", "prefilter:queue", "prefilter:gang",
+                                 "filter:gang", "filter:resource-fit", "filter:pools",
+                                 "filter:gpu-reserve", "postfilter:pools", "review:pools",
+                                 "review:gang", "review:resource-fit", "score:binpack*1",
+                                 "score:gpu-affinity*1", "score:gang-topology*2", "permit:gang"});
 
-  // resource-fit is also a preempt module; binpack is none.
+  // binpack is a score module only.
   PolicyConfig c = Empty();
   c.preempt = {"binpack"};
-  CHECK(BuildError(r, c) == "unknown preempt module \"binpack\"; known: gang, pools, resource-fit");
+  CHECK(BuildError(r, c) ==
+        "policy.preempt: module \"binpack\" has no PreemptionReview point; it implements: Score");
   c = Empty();
   c.filters = {"binpack"};
   CHECK(BuildError(r, c) ==
-        "unknown filter module \"binpack\"; known: gang, gpu-reserve, pools, resource-fit");
+        "policy.filters: module \"binpack\" has no Filter point; it implements: Score");
 }
 
 TEST_CASE("BuildDefaultRegistry passes the binpack settings through", "[registry]") {
@@ -240,7 +303,7 @@ TEST_CASE("BuildDefaultRegistry passes the binpack settings through", "[registry
   PolicyConfig c;
   c.binpack.weights = {{"cpu", 2000}};
   CHECK(BuildError(r, c) ==
-        "score module \"binpack\": binpack weight of \"cpu\" is 2000; expected 0..1000");
+        "policy.scores: module \"binpack\": binpack weight of \"cpu\" is 2000; expected 0..1000");
 
   // Resources named in the weights are interned into the model's table.
   c.binpack.weights = {{"example.com/foo", 1}};
@@ -301,7 +364,7 @@ TEST_CASE("The default pipeline filters, scores and preempts a real model", "[re
   proposal.push_back(NodeVictims{.node = "small",
                                  .victims = {Victim{.uid = "v", .priority = 0,
                                                     .known = view->FindPod("v")}}});
-  const std::vector<NodeVictims> kept = (*p)->Preempt(ctx, std::move(proposal));
+  const std::vector<NodeVictims> kept = (*p)->ReviewPreemption(ctx, std::move(proposal));
   REQUIRE(kept.size() == 1);
   CHECK(kept[0].node == "small");
 }

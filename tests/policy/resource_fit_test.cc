@@ -29,8 +29,8 @@ class FitTest {
  protected:
   core::FakeClock clock_;
   core::ClusterModel model_{&clock_};
-  ResourceFitFilter filter_;
-  ResourceFitPreempt preempt_;
+  ResourceFitModule filter_;
+  ResourceFitModule preempt_;
 
   void Add(core::Node n) { model_.Apply(core::NodeUpsert{std::move(n)}); }
   void Add(core::Pod p) { model_.Apply(core::PodUpsert{std::move(p)}); }
@@ -43,7 +43,7 @@ class FitTest {
     return filter_.Filter(CycleContext{.state = *view, .pod = pod, .now = clock_.Now()}, *n);
   }
 
-  // Runs ResourceFitPreempt on `node` with victims given by uid (unknown uids stay unknown).
+  // Runs ResourceFitModule::Review on `node` with victims given by uid (unknown uids stay unknown).
   bool Review(const core::Pod& pod, std::string_view node, const std::vector<std::string>& uids,
               NodeVerdict* why, NodeVictims* out = nullptr) {
     auto view = model_.Read();
@@ -295,7 +295,7 @@ class PreemptTest : public FitTest {
   const core::Pod preemptor_ = CorePod("preemptor", "", 3000, kGi);
 };
 
-TEST_CASE_METHOD(PreemptTest, "ResourceFitPreempt keeps a node when the victims free enough",
+TEST_CASE_METHOD(PreemptTest, "ResourceFitModule::Review keeps a node when the victims free enough",
                  "[fit][preempt]") {
   NodeVerdict why;
   NodeVictims out;
@@ -306,7 +306,7 @@ TEST_CASE_METHOD(PreemptTest, "ResourceFitPreempt keeps a node when the victims 
   CHECK(out.victims[1].uid == "v2");
 }
 
-TEST_CASE_METHOD(PreemptTest, "ResourceFitPreempt drops a node the victims cannot free",
+TEST_CASE_METHOD(PreemptTest, "ResourceFitModule::Review drops a node the victims cannot free",
                  "[fit][preempt]") {
   NodeVerdict why;
   CHECK_FALSE(Review(preemptor_, "n1", {"v1"}, &why));  // 500m + 2 < 3
@@ -319,7 +319,7 @@ TEST_CASE_METHOD(PreemptTest, "ResourceFitPreempt drops a node the victims canno
         "this pod 2): short by 500m");
 }
 
-TEST_CASE_METHOD(PreemptTest, "ResourceFitPreempt ignores victims it cannot count on the node",
+TEST_CASE_METHOD(PreemptTest, "ResourceFitModule::Review ignores victims it cannot count on the node",
                  "[fit][preempt]") {
   NodeVerdict why;
   SECTION("unknown to berth") { CHECK_FALSE(Review(preemptor_, "n1", {"v1", "ghost"}, &why)); }
@@ -335,7 +335,7 @@ TEST_CASE_METHOD(PreemptTest, "ResourceFitPreempt ignores victims it cannot coun
   CHECK(why.reason == Reason::kPreemptionNotHelpful);
 }
 
-TEST_CASE_METHOD(PreemptTest, "ResourceFitPreempt counts in-flight binds against the room",
+TEST_CASE_METHOD(PreemptTest, "ResourceFitModule::Review counts in-flight binds against the room",
                  "[fit][preempt]") {
   REQUIRE(*model_.Assume("pending", "n2", nullptr));
   NodeVerdict why;
@@ -348,7 +348,7 @@ TEST_CASE_METHOD(PreemptTest, "ResourceFitPreempt counts in-flight binds against
   CHECK(Review(preemptor_, "n2", {"far"}, &why));
 }
 
-TEST_CASE_METHOD(PreemptTest, "ResourceFitPreempt: a pod too big for the node", "[fit][preempt]") {
+TEST_CASE_METHOD(PreemptTest, "ResourceFitModule::Review: a pod too big for the node", "[fit][preempt]") {
   NodeVerdict why;
   CHECK_FALSE(Review(CorePod("huge", "", 5000, kGi), "n1", {"v1", "v2"}, &why));
   CHECK(why.fit == Fit::kUnresolvable);
