@@ -81,6 +81,29 @@ absl::Status Registry::RegisterReclaim(std::string name, Factory<ReclaimPolicyIn
   return Insert(reclaim_, "reclaim", std::move(name), std::move(f));
 }
 
+absl::Status Registry::AddSettings(std::string section, SettingsParser parse) {
+  if (settings_.contains(section)) {
+    return absl::AlreadyExistsError(StrCat("settings section \"", section, "\" registered twice"));
+  }
+  settings_.emplace(std::move(section), std::move(parse));
+  return absl::OkStatus();
+}
+
+absl::Status Registry::ParseSettings(std::string_view section, const Settings& tree,
+                                     PolicyConfig* config) const {
+  auto it = settings_.find(section);
+  if (it == settings_.end()) {
+    return absl::NotFoundError(StrCat("no module reads settings section \"", section, "\""));
+  }
+  return it->second(tree, *config);
+}
+
+std::vector<std::string> Registry::SettingsNames() const {
+  std::vector<std::string> out;
+  for (const auto& [name, parse] : settings_) out.push_back(name);
+  return out;
+}
+
 std::vector<std::string> Registry::FilterNames() const { return Names(filters_); }
 std::vector<std::string> Registry::ScoreNames() const { return Names(scores_); }
 
@@ -139,6 +162,12 @@ absl::StatusOr<std::unique_ptr<Pipeline>> Registry::Build(const PolicyConfig& co
 Registry BuildDefaultRegistry() {
   Registry r;
   // Every module berth has, by name. Registration of a fixed, distinct list cannot fail.
+  // The configuration sections the modules read, each parsed by its module.
+  (void)r.RegisterSettings("binpack", &PolicyConfig::binpack, &ParseBinpackSettings);
+  (void)r.RegisterSettings("gpu", &PolicyConfig::gpu, &ParseGpuSettings);
+  (void)r.RegisterSettings("pools", &PolicyConfig::pools, &ParsePoolsSettings);
+  (void)r.RegisterSettings("gangs", &PolicyConfig::gangs, &ParseGangSettings);
+  (void)r.RegisterSettings("queues", &PolicyConfig::queues, &ParseQueueSettings);
   (void)r.RegisterFilter("resource-fit", [](const BuildContext&)
                              -> absl::StatusOr<std::unique_ptr<FilterPolicyInterface>> {
     return std::make_unique<ResourceFitFilter>();

@@ -12,6 +12,7 @@
 #include "policy/config.h"
 #include "policy/pipeline.h"
 #include "policy/policy.h"
+#include "policy/settings.h"
 
 namespace berth::policy {
 
@@ -28,6 +29,9 @@ struct BuildContext {
 template <class T>
 using Factory = std::function<absl::StatusOr<std::unique_ptr<T>>(const BuildContext&)>;
 
+/// Reads one section of the configuration file into the config (a module's settings).
+using SettingsParser = std::function<absl::Status(const Settings& section, PolicyConfig& config)>;
+
 /// Name -> factory, one table per kind of policy. Registering a name twice is an error, so two
 /// modules can never silently shadow each other.
 class Registry {
@@ -39,6 +43,39 @@ class Registry {
   absl::Status RegisterOrder(std::string name, Factory<OrderPolicyInterface> f);
   absl::Status RegisterReclaim(std::string name, Factory<ReclaimPolicyInterface> f);
 
+  /// Registers `parse` as the reader of configuration section `section` (its top-level key in
+  /// the file), whose settings have the field `field` in PolicyConfig.
+  template <class T>
+  absl::Status RegisterSettings(std::string section, T PolicyConfig::*field,
+                                absl::StatusOr<T> (*parse)(const Settings&)) {
+    return AddSettings(std::move(section),
+                       [field, parse](const Settings& tree, PolicyConfig& config) {
+                         absl::StatusOr<T> value = parse(tree);
+                         if (!value.ok()) return value.status();
+                         config.*field = *std::move(value);
+                         return absl::OkStatus();
+                       });
+  }
+  /// Registers `parse` as the reader of section `section` of a module PolicyConfig has no field
+  /// for: what it reads is kept in PolicyConfig::sections, where the module's factory finds it
+  /// (ctx.config.Section<T>(section)).
+  template <class T>
+  absl::Status RegisterSettings(std::string section, absl::StatusOr<T> (*parse)(const Settings&)) {
+    return AddSettings(section, [section, parse](const Settings& tree, PolicyConfig& config) {
+      absl::StatusOr<T> value = parse(tree);
+      if (!value.ok()) return value.status();
+      config.sections[section] = *std::move(value);
+      return absl::OkStatus();
+    });
+  }
+
+  /// Reads section `section` of the configuration file (`tree`, placed at its path) into
+  /// `config` with the parser registered for it; NotFound when no module reads that section.
+  absl::Status ParseSettings(std::string_view section, const Settings& tree,
+                             PolicyConfig* config) const;
+  /// The sections modules read, for the configuration file's unknown-field check.
+  std::vector<std::string> SettingsNames() const;
+
   /// Builds the pipeline `config` asks for. Unknown or repeated module names are errors that
   /// name the module and list the known ones.
   absl::StatusOr<std::unique_ptr<Pipeline>> Build(const PolicyConfig& config,
@@ -49,6 +86,9 @@ class Registry {
   std::vector<std::string> ScoreNames() const;
 
  private:
+  absl::Status AddSettings(std::string section, SettingsParser parse);
+
+  std::map<std::string, SettingsParser, std::less<>> settings_;
   std::map<std::string, Factory<FilterPolicyInterface>> filters_;
   std::map<std::string, Factory<ScorePolicyInterface>> scores_;
   std::map<std::string, Factory<PreemptPolicyInterface>> preempt_;
