@@ -9,6 +9,7 @@
 #include "absl/time/time.h"
 #include "extender/kube/leader.h"
 #include "policy/config.h"
+#include "policy/registry.h"
 
 namespace berth::extender {
 
@@ -65,6 +66,13 @@ struct Config {
 };
 
 /// Parses a configuration document. \param source names the file in errors.
+///
+/// The extender reads its own fields (server, Kubernetes, events, module lists, topology and
+/// Pool.status interval); every other section belongs to a policy module and is handed, as a
+/// policy::Settings tree, to the parser that module registered (Registry::RegisterSettings).
+/// \param registry the modules whose sections the file may have (BuildDefaultRegistry).
+absl::StatusOr<Config> ParseConfig(std::string_view json, std::string_view source,
+                                   const policy::Registry& registry);
 absl::StatusOr<Config> ParseConfig(std::string_view json, std::string_view source);
 
 /// Reads and parses a configuration file; errors name the file and the field.

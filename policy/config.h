@@ -1,10 +1,15 @@
 #pragma once
 
+#include <any>
 #include <cstdint>
+#include <functional>
+#include <map>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
+#include "absl/status/statusor.h"
 #include "absl/time/time.h"
 
 namespace berth::policy {
@@ -77,6 +82,11 @@ struct QueueConfig {
 
 /// Which policy modules run for each verb, with their settings. Names refer to the registry
 /// (BuildDefaultRegistry); order matters for filters (the first failing rule is reported).
+///
+/// Each module parses its own section of the configuration file (Registry::RegisterSettings):
+/// the sections above have a field each; a module added later keeps its parsed settings in
+/// `sections` under its section's name and reads them back with Section<T>, so adding one
+/// changes nothing here.
 struct PolicyConfig {
   /// Pods of this schedulerName are berth's own (pools, preemption rules); others only take
   /// capacity. Set from the top-level configuration.
@@ -96,6 +106,24 @@ struct PolicyConfig {
   PoolsConfig pools;
   GangConfig gangs;
   QueueConfig queues;
+  /// Parsed settings of modules without a field above, by section name; each holds the type
+  /// its module's parser returns.
+  std::map<std::string, std::any, std::less<>> sections;
+
+  /// The settings of section `name` as type T, or T's defaults when the file has no such
+  /// section (a parser given an empty section returns those defaults too). An error when the
+  /// section holds another type: the module's parser and its factory disagree.
+  template <class T>
+  absl::StatusOr<T> Section(std::string_view name) const {
+    auto it = sections.find(name);
+    if (it == sections.end()) return T{};
+    const T* value = std::any_cast<T>(&it->second);
+    if (value == nullptr) {
+      return absl::InternalError(
+          std::string("settings of section \"").append(name).append("\" have another type"));
+    }
+    return *value;
+  }
 };
 
 }  // namespace berth::policy

@@ -52,6 +52,29 @@ struct List {
 
 }  // namespace
 
+absl::Status Registry::AddSettings(std::string section, SettingsParser parse) {
+  if (settings_.contains(section)) {
+    return absl::AlreadyExistsError(StrCat("settings section \"", section, "\" registered twice"));
+  }
+  settings_.emplace(std::move(section), std::move(parse));
+  return absl::OkStatus();
+}
+
+absl::Status Registry::ParseSettings(std::string_view section, const Settings& tree,
+                                     PolicyConfig* config) const {
+  auto it = settings_.find(section);
+  if (it == settings_.end()) {
+    return absl::NotFoundError(StrCat("no module reads settings section \"", section, "\""));
+  }
+  return it->second(tree, *config);
+}
+
+std::vector<std::string> Registry::SettingsNames() const {
+  std::vector<std::string> out;
+  for (const auto& [name, parse] : settings_) out.push_back(name);
+  return out;
+}
+
 absl::StatusOr<std::unique_ptr<Pipeline>> Registry::Build(const PolicyConfig& config,
                                                           core::ResourceNames& resources) const {
   std::vector<std::string> score_names;
@@ -157,8 +180,13 @@ absl::StatusOr<std::unique_ptr<Pipeline>> Registry::Build(const PolicyConfig& co
 
 Registry BuildDefaultRegistry() {
   Registry r;
-  // Every module berth has, by name, once each. Registration of a fixed, distinct list cannot
-  // fail.
+  // Every module berth has, by name, once each, and the configuration sections they read, each
+  // parsed by its module. Registration of a fixed, distinct list cannot fail.
+  (void)r.RegisterSettings("binpack", &PolicyConfig::binpack, &ParseBinpackSettings);
+  (void)r.RegisterSettings("gpu", &PolicyConfig::gpu, &ParseGpuSettings);
+  (void)r.RegisterSettings("pools", &PolicyConfig::pools, &ParsePoolsSettings);
+  (void)r.RegisterSettings("gangs", &PolicyConfig::gangs, &ParseGangSettings);
+  (void)r.RegisterSettings("queues", &PolicyConfig::queues, &ParseQueueSettings);
   (void)r.Register<ResourceFitModule>(
       "resource-fit", [](const BuildContext&) { return std::make_unique<ResourceFitModule>(); });
   (void)r.Register<PoolsModule>("pools", [](const BuildContext& ctx) {

@@ -14,6 +14,7 @@
 #include "policy/config.h"
 #include "policy/pipeline.h"
 #include "policy/policy.h"
+#include "policy/settings.h"
 
 namespace berth::policy {
 
@@ -31,6 +32,9 @@ struct BuildContext {
 
 /// Builds one module; called at most once per pipeline, whatever the number of its points.
 using Factory = std::function<absl::StatusOr<std::unique_ptr<Module>>(const BuildContext&)>;
+
+/// Reads one section of the configuration file into the config (a module's settings).
+using SettingsParser = std::function<absl::Status(const Settings& section, PolicyConfig& config)>;
 
 /// The points a module type implements, read from its base classes.
 template <class T>
@@ -68,6 +72,39 @@ class Registry {
                });
   }
 
+  /// Registers `parse` as the reader of configuration section `section` (its top-level key in
+  /// the file), whose settings have the field `field` in PolicyConfig.
+  template <class T>
+  absl::Status RegisterSettings(std::string section, T PolicyConfig::*field,
+                                absl::StatusOr<T> (*parse)(const Settings&)) {
+    return AddSettings(std::move(section),
+                       [field, parse](const Settings& tree, PolicyConfig& config) {
+                         absl::StatusOr<T> value = parse(tree);
+                         if (!value.ok()) return value.status();
+                         config.*field = *std::move(value);
+                         return absl::OkStatus();
+                       });
+  }
+  /// Registers `parse` as the reader of section `section` of a module PolicyConfig has no field
+  /// for: what it reads is kept in PolicyConfig::sections, where the module's factory finds it
+  /// (ctx.config.Section<T>(section)).
+  template <class T>
+  absl::Status RegisterSettings(std::string section, absl::StatusOr<T> (*parse)(const Settings&)) {
+    return AddSettings(section, [section, parse](const Settings& tree, PolicyConfig& config) {
+      absl::StatusOr<T> value = parse(tree);
+      if (!value.ok()) return value.status();
+      config.sections[section] = *std::move(value);
+      return absl::OkStatus();
+    });
+  }
+
+  /// Reads section `section` of the configuration file (`tree`, placed at its path) into
+  /// `config` with the parser registered for it; NotFound when no module reads that section.
+  absl::Status ParseSettings(std::string_view section, const Settings& tree,
+                             PolicyConfig* config) const;
+  /// The sections modules read, for the configuration file's unknown-field check.
+  std::vector<std::string> SettingsNames() const;
+
   /// Builds the pipeline `config` asks for. Errors name the configuration list and the module:
   /// an unknown name (listing the modules that have that point), a name listed twice in one
   /// list, a module listed at a point it does not implement (naming the points it does), and a
@@ -89,6 +126,8 @@ class Registry {
   };
   absl::Status Add(std::string name, PointMask points, Factory make);
   std::map<std::string, Entry, std::less<>> modules_;
+  absl::Status AddSettings(std::string section, SettingsParser parse);
+  std::map<std::string, SettingsParser, std::less<>> settings_;
 };
 
 /// The one place that lists every policy module berth has.

@@ -55,4 +55,18 @@ int64_t BinpackScore::Score(const CycleContext& ctx, const core::NodeState& node
   return (FineScore(ctx, node) + 5000) / 10000;
 }
 
+absl::StatusOr<BinpackConfig> ParseBinpackSettings(const Settings& section) {
+  if (absl::Status s = CheckKeys(section, {"weights"}); !s.ok()) return s;
+  BinpackConfig out;
+  absl::StatusOr<const Settings*> weights = ReadMap(section, "weights");
+  if (!weights.ok()) return weights.status();
+  if (*weights == nullptr) return out;
+  out.weights.clear();
+  for (const auto& [resource, weight] : (*weights)->entries()) {
+    if (weight.kind() != Settings::Kind::kInt) return weight.Error("expected an integer");
+    out.weights.emplace_back(resource, weight.int_value());
+  }
+  return out;
+}
+
 }  // namespace berth::policy

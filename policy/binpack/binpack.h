@@ -9,6 +9,7 @@
 #include "core/resources.h"
 #include "policy/config.h"
 #include "policy/policy.h"
+#include "policy/settings.h"
 
 namespace berth::policy {
 
@@ -36,5 +37,9 @@ class BinpackScore final : public ScorePlugin {
       : weights_(std::move(weights)) {}
   std::vector<std::pair<core::ResourceId, int64_t>> weights_;
 };
+
+/// Reads the "binpack" section: {"weights": {RESOURCE: INTEGER, ...}} replaces the default
+/// weights (Create checks their range and names).
+absl::StatusOr<BinpackConfig> ParseBinpackSettings(const Settings& section);
 
 }  // namespace berth::policy

@@ -978,4 +978,27 @@ bool GangModule::Review(const CycleContext& ctx, const core::NodeState& node,
   return false;
 }
 
+absl::StatusOr<GangConfig> ParseGangSettings(const Settings& section) {
+  if (absl::Status s = CheckKeys(section, {"scheduleTimeoutSeconds", "freezeWindowSeconds",
+                                           "releaseIncomplete"});
+      !s.ok()) {
+    return s;
+  }
+  GangConfig out;
+  if (absl::Status s = ReadSeconds(section, "scheduleTimeoutSeconds", 0.1, 86400,
+                                   &out.schedule_timeout);
+      !s.ok()) {
+    return s;
+  }
+  if (absl::Status s = ReadSecondsOrZero(section, "freezeWindowSeconds", 0.1, 86400,
+                                         &out.freeze_window);
+      !s.ok()) {
+    return s;
+  }
+  if (absl::Status s = ReadBool(section, "releaseIncomplete", &out.release_incomplete); !s.ok()) {
+    return s;
+  }
+  return out;
+}
+
 }  // namespace berth::policy

@@ -12,6 +12,7 @@
 #include "core/cluster_model.h"
 #include "policy/config.h"
 #include "policy/policy.h"
+#include "policy/settings.h"
 #include "policy/topology/topology.h"
 
 namespace berth::policy {
@@ -214,5 +215,10 @@ class GangTopologyScore final : public ScorePlugin {
  private:
   std::shared_ptr<const GangPlanner> planner_;
 };
+
+/// Reads the "gangs" section (modules gang and gang-topology): reservation timeout, freezing
+/// window (0: none), release of incomplete gangs. The fabric's levels come from the top-level
+/// "topology" section.
+absl::StatusOr<GangConfig> ParseGangSettings(const Settings& section);
 
 }  // namespace berth::policy

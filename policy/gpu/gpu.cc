@@ -168,4 +168,47 @@ NodeVerdict GpuMinCpuAdmission::PreFilter(const CycleContext& ctx) const {
   return Check(ctx.pod, ctx.explain);
 }
 
+// ---- settings ----------------------------------------------------------------------------------
+
+absl::StatusOr<GpuConfig> ParseGpuSettings(const Settings& section) {
+  if (absl::Status s = CheckKeys(section, {"reservedCpuPerGpu", "reservedMemoryPerGpu",
+                                           "minCpuPerGpu", "minCpuPerGpuAction"});
+      !s.ok()) {
+    return s;
+  }
+  GpuConfig out;
+  // Bounds far above any real machine; they keep per-node products far from the int64 range.
+  constexpr int64_t kMaxCpuMilli = int64_t{1000000} * 1000;  // a million cores
+  constexpr int64_t kMaxMemory = int64_t{1} << 50;           // 1Pi
+  for (auto [key, target] :
+       {std::pair<std::string_view, int64_t*>{"reservedCpuPerGpu", &out.reserved_cpu_per_gpu_milli},
+        {"minCpuPerGpu", &out.min_cpu_per_gpu_milli}}) {
+    std::optional<core::Quantity> q;
+    if (absl::Status s = ReadNonNegativeQuantity(section, key, &q); !s.ok()) return s;
+    if (!q) continue;
+    if (q->MilliValue() > kMaxCpuMilli) {
+      return section.Find(key)->Error("expected at most 1000000 cores");
+    }
+    *target = q->MilliValue();
+  }
+  std::optional<core::Quantity> memory;
+  if (absl::Status s = ReadNonNegativeQuantity(section, "reservedMemoryPerGpu", &memory); !s.ok()) {
+    return s;
+  }
+  if (memory) {
+    if (memory->Value() > kMaxMemory) {
+      return section.Find("reservedMemoryPerGpu")->Error("expected at most 1Pi");
+    }
+    out.reserved_memory_per_gpu = memory->Value();
+  }
+  if (absl::Status s = ReadChoice<GpuConfig::MinCpuAction>(
+          section, "minCpuPerGpuAction",
+          {{"warn", GpuConfig::MinCpuAction::kWarn}, {"reject", GpuConfig::MinCpuAction::kReject}},
+          &out.min_cpu_action);
+      !s.ok()) {
+    return s;
+  }
+  return out;
+}
+
 }  // namespace berth::policy

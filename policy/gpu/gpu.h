@@ -9,6 +9,7 @@
 #include "core/objects.h"
 #include "policy/config.h"
 #include "policy/policy.h"
+#include "policy/settings.h"
 
 namespace berth::policy {
 
@@ -97,5 +98,9 @@ class GpuMinCpuAdmission final : public PreFilterPlugin {
 /// Millicores as a decimal number of cores, truncated to the millicore: 500 -> "0.5",
 /// 2000 -> "2", 1250 -> "1.25". Used in messages that speak of "CPU per GPU".
 std::string FormatCores(int64_t milli);
+
+/// Reads the "gpu" section (gpu-reserve, gpu-min-cpu): amounts are Kubernetes quantities,
+/// strings or numbers, 0 turns a rule off; "minCpuPerGpuAction" is "warn" or "reject".
+absl::StatusOr<GpuConfig> ParseGpuSettings(const Settings& section);
 
 }  // namespace berth::policy

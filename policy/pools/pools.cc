@@ -523,4 +523,15 @@ NodeVerdict ReclaimInProgressVerdict(const core::ClusterState& state,
                            : StrCat("berth: ", reservation.purpose, ": room held on node ", node)};
 }
 
+absl::StatusOr<PoolsConfig> ParsePoolsSettings(const Settings& section) {
+  if (absl::Status s = CheckKeys(section, {"reclaimTimeoutSeconds"}); !s.ok()) return s;
+  PoolsConfig out;
+  if (absl::Status s = ReadSeconds(section, "reclaimTimeoutSeconds", 0.1, 86400,
+                                   &out.reclaim_timeout);
+      !s.ok()) {
+    return s;
+  }
+  return out;
+}
+
 }  // namespace berth::policy

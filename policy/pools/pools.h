@@ -12,7 +12,9 @@
 #include "core/cluster_model.h"
 #include "core/objects.h"
 #include "core/resources.h"
+#include "policy/config.h"
 #include "policy/policy.h"
+#include "policy/settings.h"
 
 namespace berth::policy {
 
@@ -218,5 +220,10 @@ class PoolsModule final : public FilterPlugin,
   std::string scheduler_name_;
   PoolMapCache cache_;
 };
+
+/// Reads the pools module's part of the "pools" section: how long room freed by a reclaim is
+/// held (reclaimTimeoutSeconds). "statusIntervalSeconds" there belongs to the Pool.status
+/// writer, which takes it out before handing the section on (Settings::Without).
+absl::StatusOr<PoolsConfig> ParsePoolsSettings(const Settings& section);
 
 }  // namespace berth::policy

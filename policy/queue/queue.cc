@@ -890,4 +890,36 @@ NodeVerdict QueueAdmission::PreFilter(const CycleContext& ctx) const {
   return AdmissionVerdict(*plan, ctx.state, ctx.pod);
 }
 
+absl::StatusOr<QueueConfig> ParseQueueSettings(const Settings& section) {
+  if (absl::Status s = CheckKeys(section, {"gpuWeight", "memoryWeightPerGiB", "halfTimeSeconds",
+                                           "nonPreemptibleLimitFactor", "excessBudget",
+                                           "agingIntervalSeconds", "planReuseMilliseconds"});
+      !s.ok()) {
+    return s;
+  }
+  QueueConfig q;
+  for (auto [key, max, out] :
+       {std::tuple{"gpuWeight", 1e6, &q.gpu_weight},
+        std::tuple{"memoryWeightPerGiB", 1e6, &q.memory_weight_per_gib},
+        std::tuple{"nonPreemptibleLimitFactor", 1e3, &q.non_preemptible_limit_factor},
+        std::tuple{"excessBudget", 1e15, &q.excess_budget}}) {
+    if (absl::Status s = ReadNumber(section, key, 0, max, out); !s.ok()) return s;
+  }
+  if (absl::Status s = ReadSeconds(section, "halfTimeSeconds", 1, 30 * 86400, &q.half_time);
+      !s.ok()) {
+    return s;
+  }
+  if (absl::Status s = ReadSeconds(section, "agingIntervalSeconds", 0, 30 * 86400,
+                                   &q.aging_interval);
+      !s.ok()) {
+    return s;
+  }
+  double reuse_ms = absl::ToDoubleMilliseconds(q.plan_reuse);
+  if (absl::Status s = ReadNumber(section, "planReuseMilliseconds", 0, 10000, &reuse_ms); !s.ok()) {
+    return s;
+  }
+  q.plan_reuse = absl::Milliseconds(reuse_ms);
+  return q;
+}
+
 }  // namespace berth::policy

@@ -17,6 +17,7 @@
 #include "core/strings.h"
 #include "policy/config.h"
 #include "policy/policy.h"
+#include "policy/settings.h"
 
 namespace berth::policy {
 
@@ -244,5 +245,9 @@ class QueueAdmission final : public PreFilterPlugin {
  private:
   std::shared_ptr<FairShare> book_;
 };
+
+/// Reads the "queues" section (module queue; SPEC 6.4): usage weights, flow half-life, limits,
+/// aging (0: none) and how long an admission plan is reused.
+absl::StatusOr<QueueConfig> ParseQueueSettings(const Settings& section);
 
 }  // namespace berth::policy
