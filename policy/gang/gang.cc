@@ -404,7 +404,7 @@ bool IsElasticMember(const core::ClusterState& state, const core::PodState& pod)
   const auto key = GangOf(pod.pod);
   if (!key) return false;
   const GangView g = ViewGang(state, key->first, key->second, GangConfig{});
-  const int extra = g.placed() - g.min_member;
+  const int extra = g.running() - g.min_member;
   if (extra <= 0) return false;
   std::vector<const core::PodState*> newest = g.bound;
   std::sort(newest.begin(), newest.end(), [](const auto* a, const auto* b) {
@@ -529,7 +529,8 @@ GangOutcome GangPlanner::PlanAdmission(const CycleContext& ctx, const GangView& 
   std::vector<Group> groups = MakeGroups(state, to_place, eligible);
   std::shared_ptr<const Topology> topo = topology(state);
   const std::vector<core::NodeSlot> placed_nodes = PlacedNodes(state, gang);
-  WhatIf whatif(state, ctx.now, ctx.pipeline);
+  // A what-if handed in (pods it already evicted) is the starting point; it is not changed.
+  WhatIf whatif = ctx.whatif != nullptr ? *ctx.whatif : WhatIf(state, ctx.now, ctx.pipeline);
   Room room(whatif);
   if (gang.group != nullptr && !gang.group->min_resources.IsZero()) {
     core::ResourceVector free;
@@ -894,8 +895,45 @@ int64_t GangTopologyScore::Score(const CycleContext& ctx, const core::NodeState&
   return kMaxScore * depth / (m.topo->levels() + 1);
 }
 
+// A member of a gang that has not started may preempt only where that lets the whole gang start:
+// with the proposal's victims gone, and the pods already terminating, the planner must find room
+// for every member the gang still needs without evicting anyone else (docs/decisions.md, "gangs x
+// preemption"). Otherwise the room freed goes to other pods before the rest of the gang finds
+// any, and kube-scheduler, which preempts for one member at a time, evicts node after node for
+// nothing.
+std::optional<NodeVerdict> GangModule::PreemptorGangShort(const CycleContext& ctx,
+                                                         const NodeVictims& proposal) const {
+  const auto key = GangOf(ctx.pod);
+  if (!key || ctx.pod.scheduler_name != planner_->scheduler_name()) return std::nullopt;
+  const GangView g = ViewGang(ctx.state, key->first, key->second, planner_->config());
+  if (g.group == nullptr || g.admitted()) return std::nullopt;
+  WhatIf whatif(ctx.state, ctx.now, ctx.pipeline);
+  ctx.state.ForEachPod([&](core::PodSlot, const core::PodState& p) {
+    if (p.pod.terminating) whatif.Evict(p);
+  });
+  for (const Victim& v : proposal.victims) {
+    if (v.known != nullptr) whatif.Evict(*v.known);
+  }
+  CycleContext with = ctx;
+  with.whatif = &whatif;
+  const EligibleFn eligible =
+      ctx.pipeline != nullptr ? ctx.pipeline->Eligibility(ctx.state, ctx.now) : EligibleFn();
+  const GangOutcome o = planner_->PlanAdmission(with, g, eligible);
+  // A plan that needs more evictions is the gang planner's to carry out, for all members at once.
+  if (o.plan && o.plan->victims.empty()) return std::nullopt;
+  return NodeVerdict{.fit = Fit::kUnresolvable,
+                     .reason = Reason::kGangNotPlaceable,
+                     .message = StrCat("berth: gang ", g.Key(), ": preempting here does not let it start (",
+                                       o.placeable, " of ", g.min_member,
+                                       " members placeable with these victims gone)")};
+}
+
 bool GangModule::Review(const CycleContext& ctx, const core::NodeState& node,
                          NodeVictims* proposal, NodeVerdict* why) const {
+  if (std::optional<NodeVerdict> short_of = PreemptorGangShort(ctx, *proposal)) {
+    *why = *std::move(short_of);
+    return false;
+  }
   // Victims per gang, and what each gang would keep.
   std::map<std::pair<std::string, std::string>, std::vector<size_t>> by_gang;
   for (size_t i = 0; i < proposal->victims.size(); ++i) {
@@ -910,7 +948,9 @@ bool GangModule::Review(const CycleContext& ctx, const core::NodeState& node,
   std::string spared_gangs;
   for (const auto& [key, idx] : by_gang) {
     GangView g = ViewGang(ctx.state, key.first, key.second, planner_->config());
-    const int keep = g.placed() - static_cast<int>(idx.size());
+    // What the gang keeps running (room reserved for members not started does not count).
+    const int running = g.running();
+    const int keep = running - static_cast<int>(idx.size());
     if (g.group == nullptr || keep >= g.min_member) continue;  // elastic members only
     const bool all_here = std::all_of(g.bound.begin(), g.bound.end(), [&](const core::PodState* p) {
       return p->counted_on == node.slot;
@@ -925,7 +965,7 @@ bool GangModule::Review(const CycleContext& ctx, const core::NodeState& node,
       continue;
     }
     // Spare members down to the gang's minimum: keep only its elastic members as victims.
-    const int elastic = std::max(0, g.placed() - g.min_member);
+    const int elastic = std::max(0, running - g.min_member);
     for (size_t j = static_cast<size_t>(elastic); j < idx.size(); ++j) spare.push_back(idx[j]);
     StrAppend(&spared_gangs, spared_gangs.empty() ? "" : ", ", g.Key());
   }
@@ -964,7 +1004,7 @@ bool GangModule::Review(const CycleContext& ctx, const core::NodeState& node,
           if (auto vg = GangOf(v.known->pod); vg && vg->first == g->first && vg->second == g->second) ++already;
         }
       }
-      if (gv.group == nullptr || gv.placed() - already - 1 < gv.min_member) continue;
+      if (gv.group == nullptr || gv.running() - already - 1 < gv.min_member) continue;
       proposal->victims.push_back(Victim{.uid = p.pod.uid.str(), .priority = p.pod.priority,
                                          .known = &p});
     }

@@ -52,6 +52,9 @@ struct GangView {
   /// Every member that still counts (placed, done or waiting).
   int total() const { return placed() + static_cast<int>(pending.size()); }
   bool admitted() const { return placed() >= min_member; }
+  /// Members running or done (reserved room does not count): what an eviction may take down to
+  /// min_member.
+  int running() const { return static_cast<int>(bound.size()) + succeeded; }
   /// (placed - min) / (total - min) (seed 002); 1 when the gang has no elastic members.
   double Fulfillment() const;
   /// Whether berth resized the gang less than its freezing window ago.
@@ -199,6 +202,10 @@ class GangModule final : public PreFilterPlugin,
               NodeVerdict* why) const override;
 
  private:
+  /// Why kube-scheduler's proposal does not let the preemptor's gang start, when the preemptor
+  /// is a member of a gang not yet admitted; nullopt otherwise.
+  std::optional<NodeVerdict> PreemptorGangShort(const CycleContext& ctx,
+                                                const NodeVictims& proposal) const;
   std::shared_ptr<const GangPlanner> planner_;
 };
 

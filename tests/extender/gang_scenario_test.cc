@@ -476,6 +476,60 @@ TEST_CASE("gang: preempt never leaves a gang below minMember", "[gang][preempt]"
   CHECK(pods[0]["UID"] == "e-1");
 }
 
+// kube-scheduler preempts for one member at a time. A member of a gang that has not started is
+// let preempt only where that lets the whole gang start; otherwise the node it freed goes to
+// others before its gang finds the rest (node after node evicted for nothing).
+TEST_CASE("gang: a member preempts only where that lets its whole gang start", "[gang][preempt]") {
+  Harness h;
+  AddNodes(h, "n", 2);
+  Json events = Json::array();
+  for (const std::string node : {"n-0", "n-1"}) {
+    events.push_back(Event("ADDED", MakePod("low-" + node).Namespace("ml").Uid("low-" + node).Cpu("8")
+                                        .Priority(10).Node(node).Phase("Running").Obj()));
+  }
+  h.Apply(events);
+  const std::vector<MakePod> big = {Member("big", 0, "8").Priority(1000),
+                                    Member("big", 1, "8").Priority(1000)};
+  AddPods(h, big);
+  h.Apply(Group("big", 2));
+  const Json r = h.Preempt(PreemptArgsMeta(big[0].Obj(), {{"n-0", {"low-n-0"}}}));
+  INFO(r.dump());
+  CHECK(r["NodeNameToMetaVictims"].empty());
+  // Once the other node's pod is on its way out, the same proposal lets the gang start.
+  Json leaving = MakePod("low-n-1").Namespace("ml").Uid("low-n-1").Cpu("8").Priority(10)
+                     .Node("n-1").Phase("Running").Obj();
+  leaving["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z";
+  h.Apply(Event("MODIFIED", leaving));
+  const Json r2 = h.Preempt(PreemptArgsMeta(big[0].Obj(), {{"n-0", {"low-n-0"}}}));
+  INFO(r2.dump());
+  REQUIRE(r2["NodeNameToMetaVictims"].contains("n-0"));
+  CHECK(r2["NodeNameToMetaVictims"]["n-0"]["Pods"].size() == 1);
+}
+
+// Room reserved for a member that has not started does not count as the gang running: taking a
+// bound member is judged against the members bound.
+TEST_CASE("gang: preempt counts a gang's bound members, not its reserved ones", "[gang][preempt]") {
+  Harness h(WithGangs([](policy::GangConfig& g) { g.freeze_window = absl::ZeroDuration(); }));
+  const std::vector<std::string> nodes = AddNodes(h, "n", 3);
+  const std::vector<MakePod> g = {Member("g", 0, "4").Priority(10), Member("g", 1, "4").Priority(10),
+                                  Member("g", 2, "4").Priority(10)};
+  AddPods(h, g);
+  h.Apply(Group("g", 2));
+  const std::string on = FilterAndBind(h, g[0], nodes);
+  REQUIRE(!on.empty());
+  REQUIRE(FilterAndBind(h, g[1], nodes) != "");
+  // The third member gets room as an elastic member; it has not bound.
+  REQUIRE(FilterPod(h, g[2], nodes).fit.size() == 1);
+  REQUIRE(GangInfo(h, "g")["bound"] == 2);
+  REQUIRE(GangInfo(h, "g")["reserved"] == 1);
+  // Taking g-0 leaves one member running, below the minimum of 2 (the reserved one does not
+  // count): spared, and nothing else on its node frees room: the node is dropped.
+  const MakePod urgent = MakePod("urgent").Namespace("ml").Uid("urgent").Cpu("4").Priority(1000);
+  const Json r = h.Preempt(PreemptArgsMeta(urgent.Obj(), {{on, {"g-0"}}}));
+  INFO(r.dump());
+  CHECK(r["NodeNameToMetaVictims"].empty());
+}
+
 // ---- topology (SPEC 6.3) -------------------------------------------------------------------------
 
 // 2 zones x 2 spines x 2 leaves x 2 nodes of 8 CPUs: z{Z}-s{S}-l{L}-{N}.
