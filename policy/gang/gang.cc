@@ -896,11 +896,12 @@ int64_t GangTopologyScore::Score(const CycleContext& ctx, const core::NodeState&
 }
 
 // A member of a gang that has not started may preempt only where that lets the whole gang start:
-// with the proposal's victims gone, and the pods already terminating, the planner must find room
-// for every member the gang still needs without evicting anyone else (docs/decisions.md, "gangs x
-// preemption"). Otherwise the room freed goes to other pods before the rest of the gang finds
-// any, and kube-scheduler, which preempts for one member at a time, evicts node after node for
-// nothing.
+// with the proposal's victims gone, the planner must find room for every member the gang still
+// needs without evicting anyone else (docs/decisions.md, "gangs x preemption"). Pods still
+// terminating from earlier proposals do not count: kube-scheduler keeps one nominated node per
+// member, so room freed for a member that then preempts elsewhere goes to other pods, and the
+// gang would evict node after node for nothing. Evictions a whole gang needs are the gang
+// planner's, for all members at once.
 std::optional<NodeVerdict> GangModule::PreemptorGangShort(const CycleContext& ctx,
                                                          const NodeVictims& proposal) const {
   const auto key = GangOf(ctx.pod);
@@ -908,9 +909,6 @@ std::optional<NodeVerdict> GangModule::PreemptorGangShort(const CycleContext& ct
   const GangView g = ViewGang(ctx.state, key->first, key->second, planner_->config());
   if (g.group == nullptr || g.admitted()) return std::nullopt;
   WhatIf whatif(ctx.state, ctx.now, ctx.pipeline);
-  ctx.state.ForEachPod([&](core::PodSlot, const core::PodState& p) {
-    if (p.pod.terminating) whatif.Evict(p);
-  });
   for (const Victim& v : proposal.victims) {
     if (v.known != nullptr) whatif.Evict(*v.known);
   }

@@ -477,8 +477,8 @@ TEST_CASE("gang: preempt never leaves a gang below minMember", "[gang][preempt]"
 }
 
 // kube-scheduler preempts for one member at a time. A member of a gang that has not started is
-// let preempt only where that lets the whole gang start; otherwise the node it freed goes to
-// others before its gang finds the rest (node after node evicted for nothing).
+// let preempt only where that alone lets the whole gang start; otherwise the node it freed goes
+// to others before its gang finds the rest (node after node evicted for nothing).
 TEST_CASE("gang: a member preempts only where that lets its whole gang start", "[gang][preempt]") {
   Harness h;
   AddNodes(h, "n", 2);
@@ -495,11 +495,15 @@ TEST_CASE("gang: a member preempts only where that lets its whole gang start", "
   const Json r = h.Preempt(PreemptArgsMeta(big[0].Obj(), {{"n-0", {"low-n-0"}}}));
   INFO(r.dump());
   CHECK(r["NodeNameToMetaVictims"].empty());
-  // Once the other node's pod is on its way out, the same proposal lets the gang start.
+  // A pod still terminating elsewhere does not count (kube-scheduler would move on to preempt
+  // the next node, and that room would go to others); once it is gone, the same proposal lets
+  // the gang start.
   Json leaving = MakePod("low-n-1").Namespace("ml").Uid("low-n-1").Cpu("8").Priority(10)
                      .Node("n-1").Phase("Running").Obj();
   leaving["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z";
   h.Apply(Event("MODIFIED", leaving));
+  CHECK(h.Preempt(PreemptArgsMeta(big[0].Obj(), {{"n-0", {"low-n-0"}}}))["NodeNameToMetaVictims"].empty());
+  h.Apply(Event("DELETED", leaving));
   const Json r2 = h.Preempt(PreemptArgsMeta(big[0].Obj(), {{"n-0", {"low-n-0"}}}));
   INFO(r2.dump());
   REQUIRE(r2["NodeNameToMetaVictims"].contains("n-0"));
