@@ -490,6 +490,15 @@ std::vector<NodeVictims> Framework::ReviewPreemption(
       if (v.known != nullptr) v.priority = v.known->pod.priority;
     }
   }
+  // A pod its queue holds back would not pass the filter once the victims were gone: no node is
+  // worth a preemption for it. kube-scheduler asks without a filter call when every node failed
+  // its own checks, so the queue's word is asked here too.
+  if (const NodeVerdict queued = QueueVerdict(*view, pod); !queued.ok()) {
+    if (dropped != nullptr) {
+      for (NodeVictims& nv : proposal) dropped->emplace_back(std::move(nv.node), queued);
+    }
+    return {};
+  }
   const CycleContext ctx{.state = *view, .pod = pod, .now = clock_->Now(), .explain = false};
   return pipeline_->ReviewPreemption(ctx, std::move(proposal), dropped);
 }

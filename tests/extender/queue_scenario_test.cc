@@ -81,6 +81,25 @@ std::vector<std::string> Order(Harness& h) {
 }
 
 // Lets the plan of admissions be made anew (plans are reused for a moment between filters).
+// kube-scheduler proposes preemptions without a filter call when every node fails its own checks:
+// a job its queue holds back gets no victims (it would not start once they left), the head does.
+TEST_CASE("queue: no preemption for a job its queue holds back", "[queue][preempt]") {
+  Harness h;
+  AddNodes(h, "n", 2, "4");
+  Add(h, {Running(h, "a", "", "2", "n-0", h.clock().Now()), Running(h, "b", "", "3", "n-1", h.clock().Now())});
+  const MakePod head = Job(h, "head", "", "3", absl::Minutes(10)).Priority(100);
+  const MakePod fill = Job(h, "fill", "", "1", absl::Minutes(5)).Priority(100);
+  const MakePod blocked = Job(h, "fill-2", "", "1", absl::Minutes(4)).Priority(100);
+  Add(h, {head, fill, blocked});
+  REQUIRE(Order(h) == std::vector<std::string>{"t/head:next", "t/fill:admitted", "t/fill-2:backfill-blocked"});
+  const Json held = h.Preempt(PreemptArgsMeta(blocked.Obj(), {{"n-1", {"b"}}}));
+  INFO(held.dump());
+  CHECK(held["NodeNameToMetaVictims"].empty());
+  const Json next = h.Preempt(PreemptArgsMeta(head.Obj(), {{"n-1", {"b"}}}));
+  INFO(next.dump());
+  CHECK(next["NodeNameToMetaVictims"].contains("n-1"));
+}
+
 void Later(Harness& h, absl::Duration d = absl::Seconds(1)) { h.clock().Advance(d); }
 
 policy::PolicyConfig WithQueues(std::function<void(policy::QueueConfig&)> edit) {
