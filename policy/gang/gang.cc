@@ -567,7 +567,8 @@ GangOutcome GangPlanner::PlanAdmission(const CycleContext& ctx, const GangView& 
   state.ForEachGang([&](std::string_view ns, std::string_view name) {
     if (ns == gang.ns && name == gang.name) return;
     GangView v = ViewGang(state, ns, name, config_);
-    if (v.group == nullptr || v.placed() <= v.min_member || v.Frozen(ctx.now)) return;
+    // Only running members may go, and only down to the minimum (reserved room is not running).
+    if (v.group == nullptr || v.running() <= v.min_member || v.Frozen(ctx.now)) return;
     Donor d{.view = std::move(v)};
     for (const core::PodState* p : d.view.bound) {
       if (p->counted_on == core::kNoNode || !Managed(*p, scheduler_name_) ||
@@ -586,7 +587,7 @@ GangOutcome GangPlanner::PlanAdmission(const CycleContext& ctx, const GangView& 
     Donor* pick = nullptr;
     double best = -1;
     for (Donor& d : donors) {
-      const int placed = d.view.placed() - d.taken;
+      const int placed = d.view.running() - d.taken;
       if (placed <= d.view.min_member || d.taken >= static_cast<int>(d.members.size())) continue;
       const int extra = d.view.total() - d.view.min_member;
       const double f = static_cast<double>(placed - d.view.min_member) / std::max(extra, 1);
