@@ -587,10 +587,10 @@ GangOutcome GangPlanner::PlanAdmission(const CycleContext& ctx, const GangView& 
     Donor* pick = nullptr;
     double best = -1;
     for (Donor& d : donors) {
-      const int placed = d.view.running() - d.taken;
-      if (placed <= d.view.min_member || d.taken >= static_cast<int>(d.members.size())) continue;
+      const int running = d.view.running() - d.taken;
+      if (running <= d.view.min_member || d.taken >= static_cast<int>(d.members.size())) continue;
       const int extra = d.view.total() - d.view.min_member;
-      const double f = static_cast<double>(placed - d.view.min_member) / std::max(extra, 1);
+      const double f = static_cast<double>(running - d.view.min_member) / std::max(extra, 1);
       if (f > best) {
         best = f;
         pick = &d;
@@ -922,8 +922,9 @@ std::optional<NodeVerdict> GangModule::PreemptorGangShort(const CycleContext& ct
   if (o.plan && o.plan->victims.empty()) return std::nullopt;
   return NodeVerdict{.fit = Fit::kUnresolvable,
                      .reason = Reason::kGangNotPlaceable,
-                     .message = StrCat("berth: gang ", g.Key(), ": preempting here does not let it start (",
-                                       o.placeable, " of ", g.min_member,
+                     .message = StrCat("berth: gang ", g.Key(),
+                                       ": preempting here does not let it start (", o.placeable,
+                                       " of ", g.min_member,
                                        " members placeable with these victims gone)")};
 }
 
