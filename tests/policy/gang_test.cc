@@ -637,6 +637,30 @@ TEST_CASE("gang admission: victims on nodes the plan does not use are spared; ne
   }
 }
 
+TEST_CASE("gang admission: room reserved for a member that has not started does not make a running "
+          "member elastic",
+          "[gang][victims]") {
+  // Gang rich (min 2): r0 and r1 run on n2, r2 has room reserved there; both nodes are full.
+  // rich has three members placed but only two running: none of them may go, and gang g (one
+  // member of 1 CPU) finds no room.
+  Cluster c;
+  c.Add({NodeAt("n1", "l1", 4000), NodeAt("n2", "l1", 4000), Filler("n1", 4000),
+         Filler("n2", 1000), Group("rich", 2), Group("g", 1), Member("r0", "rich", "n2", 1000),
+         Member("r1", "rich", "n2", 1000), Member("r2", "rich", "", 1000),
+         Member("w", "g", "", 1000)});
+  core::Reservation r;
+  r.request = CorePod("x", "", 1000, kGi).request;
+  r.expires = c.clock.Now() + absl::Minutes(1);
+  r.gang = "default/rich";
+  REQUIRE(c.model.Reserve("r2", "n2", std::move(r)).ok());
+  auto view = c.model.Read();
+  REQUIRE(View(c, *view, "rich").reserved.size() == 1);
+  REQUIRE(View(c, *view, "rich").running() == 2);
+  CHECK(Refusal(Admit(c, *view, View(c, *view))) ==
+        "GangNotPlaceable (0 placeable): berth: gang default/g: 0 of 1 members placeable");
+  CHECK_FALSE(IsElasticMember(*view, *view->FindPod("r1")));
+}
+
 // ---- elastic growth -----------------------------------------------------------------------------
 
 TEST_CASE("elastic growth: least fulfilled gang first, near its members, frozen gangs skipped",
