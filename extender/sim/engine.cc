@@ -240,6 +240,7 @@ class World {
   /// What the figures need of a pod: whether it is berth's, its home pool and queue (SPEC 4's
   /// annotation and label), and its usage in queue units.
   void Classify(SimPod& sp);
+  void CountQueuePod(const SimPod& sp, int sign);
   int PoolOfNode(const core::Node& n) const;
   int PoolIndex(std::string_view name) const;
   int QueueIndex(std::string_view name);
@@ -347,6 +348,7 @@ class World {
   core::ResourceVector total_requested_, total_allocatable_;
   std::vector<double> queue_usage_;
   std::vector<int> queue_pods_;  // pods waiting or running per queue
+  std::vector<double> queue_demand_;  // their usage units
   std::vector<double> pool_lent_, pool_borrowed_;
   int64_t pending_pods_ = 0;
 
@@ -478,6 +480,7 @@ absl::Status World::LoadCluster() {
   // QueueIndex grows the per-queue figures with every queue it meets from here on.
   queue_usage_.assign(queue_names_.size(), 0);
   queue_pods_.assign(queue_names_.size(), 0);
+  queue_demand_.assign(queue_names_.size(), 0);
   pool_lent_.assign(pool_names_.size(), 0);
   pool_borrowed_.assign(pool_names_.size(), 0);
   // Pods of the cluster file: bound ones run for ever (other schedulers' services, as in seed
@@ -496,7 +499,7 @@ absl::Status World::LoadCluster() {
     sp.pod.phase = core::PodPhase::kPending;
     pods_.push_back(std::move(sp));
     SimPod& p = pods_.back();
-    if (p.managed) ++queue_pods_[static_cast<size_t>(p.queue)];
+    if (p.managed) CountQueuePod(p, +1);
     if (!node.empty()) {
       auto it = node_by_name_.find(node);
       if (it == node_by_name_.end()) {
@@ -541,6 +544,7 @@ int World::QueueIndex(std::string_view name) {
   queue_weights_.push_back(1);
   queue_usage_.push_back(0);
   queue_pods_.push_back(0);
+  queue_demand_.push_back(0);
   return static_cast<int>(queue_names_.size()) - 1;
 }
 
@@ -623,6 +627,12 @@ void World::Classify(SimPod& sp) {
              mem_weight_ * static_cast<double>(sp.pod.request.Get(core::kMemory)) / double(1LL << 30);
 }
 
+// A pod of the queue's demand appears (sign +1) or is gone (-1).
+void World::CountQueuePod(const SimPod& sp, int sign) {
+  queue_pods_[static_cast<size_t>(sp.queue)] += sign;
+  queue_demand_[static_cast<size_t>(sp.queue)] += sign * sp.units;
+}
+
 void World::Submit(int j) {
   SimJob& job = jobs_[static_cast<size_t>(j)];
   job.submitted = true;
@@ -648,7 +658,7 @@ void World::Submit(int j) {
       ToBerth(core::PodUpsert{pod.pod});
       pod.pending = true;
       ++pending_pods_;
-      ++queue_pods_[static_cast<size_t>(pod.queue)];
+      CountQueuePod(pod, +1);
       Enqueue(*p);
     }
   }
@@ -819,7 +829,6 @@ void World::Recreate(int p) {
   }
   if (t == nullptr) return;
   const int incarnation = ++job.incarnations;
-  const int queue = old.queue;
   absl::StatusOr<int> fresh = MakePod(old.job, *t, k, incarnation);
   if (!fresh.ok()) return;
   job.pods[static_cast<size_t>(member)] = *fresh;
@@ -827,7 +836,7 @@ void World::Recreate(int p) {
   ToBerth(core::PodUpsert{np.pod});
   np.pending = true;
   ++pending_pods_;
-  ++queue_pods_[static_cast<size_t>(queue)];
+  CountQueuePod(np, +1);
   Enqueue(*fresh);
 }
 
@@ -839,7 +848,7 @@ void World::RemovePod(int p) {
   pod.gone = true;
   pod.q = QueueState::kNone;
   Nominate(p, -1);
-  if (pod.managed) --queue_pods_[static_cast<size_t>(pod.queue)];
+  if (pod.managed) CountQueuePod(pod, -1);
   if (pod.pending) {
     pod.pending = false;
     --pending_pods_;
@@ -1564,16 +1573,19 @@ void World::Sample() {
     }
     if (id) metrics_.utilisation[std::string(name)].push_back(u);
   }
-  double usage = 0, weights = 0;
+  double usage = 0;
+  std::vector<double> demands(queue_names_.size(), 0.0);
   for (size_t q = 0; q < queue_names_.size(); ++q) {
     usage += std::max(0.0, queue_usage_[q]);
-    if (queue_pods_[q] > 0) weights += queue_weights_[q];
+    if (queue_pods_[q] > 0) demands[q] = std::max(0.0, queue_demand_[q]);
   }
+  const std::vector<double> fair = FairShares(queue_weights_, demands, usage);
   for (size_t q = 0; q < queue_names_.size(); ++q) {
     metrics_.queue_share[queue_names_[q]].push_back(usage > 0 ? std::max(0.0, queue_usage_[q]) / usage : 0);
-    metrics_.queue_fair_share[queue_names_[q]].push_back(queue_pods_[q] > 0 && weights > 0 ? queue_weights_[q] / weights : 0);
+    metrics_.queue_fair_share[queue_names_[q]].push_back(fair[q]);
   }
   GangCounts g;
+  core::ResourceVector held;  // bound pods of gangs short of minMember
   std::optional<core::ClusterModel::ReadView> view;
   if (berth_) view.emplace(model_.get());
   for (const SimJob& job : jobs_) {
@@ -1582,6 +1594,12 @@ void World::Sample() {
       ++g.running;
     } else if (job.bound > 0) {
       ++g.partial;
+      for (int q : job.pods) {
+        const SimPod& m = pods_[static_cast<size_t>(q)];
+        if (m.node < 0 || m.gone) continue;
+        const SimNode& n = nodes_[static_cast<size_t>(m.node)];
+        if (n.present && !n.node.unschedulable) held.Add(m.pod.request);
+      }
     } else {
       bool reserved = false;
       if (view) {
@@ -1591,6 +1609,14 @@ void World::Sample() {
     }
   }
   metrics_.gangs.push_back(g);
+  for (const auto& [name, id] : resources) {
+    double u = 0;
+    if (id && total_allocatable_.Get(*id) > 0) {
+      u = static_cast<double>(total_requested_.Get(*id) - held.Get(*id)) /
+          static_cast<double>(total_allocatable_.Get(*id));
+    }
+    if (id) metrics_.useful_utilisation[std::string(name)].push_back(u);
+  }
   for (size_t i = 0; i < pool_names_.size(); ++i) {
     metrics_.pool_lent[pool_names_[i]].push_back(std::max(0.0, pool_lent_[i]));
     metrics_.pool_borrowed[pool_names_[i]].push_back(std::max(0.0, pool_borrowed_[i]));

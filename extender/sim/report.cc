@@ -136,6 +136,8 @@ std::vector<Row> SummaryRows(const Summary& b, const Summary& k) {
       Percent);
   add("utilisation nvidia.com/gpu", "utilisationGpu", b.utilisation_gpu, k.utilisation_gpu,
       Percent);
+  add("useful utilisation nvidia.com/gpu", "usefulUtilisationGpu", b.useful_utilisation_gpu,
+      k.useful_utilisation_gpu, Percent);
   add("fairness error", "fairnessError", b.fairness_error, k.fairness_error,
       [](double v) { return absl::StrFormat("%.3f", v); });
   add("wait p50", "waitP50", b.wait_p50, k.wait_p50, HumanDuration);
@@ -173,6 +175,7 @@ json SummaryJson(const Summary& s) {
   return json{{"utilisationCpu", s.utilisation_cpu},
               {"utilisationMemory", s.utilisation_memory},
               {"utilisationGpu", s.utilisation_gpu},
+              {"usefulUtilisationGpu", s.useful_utilisation_gpu},
               {"fairnessError", s.fairness_error},
               {"waitP50", s.wait_p50},
               {"waitP90", s.wait_p90},
@@ -217,6 +220,7 @@ json SeriesJson(const RunMetrics& m) {
     return o;
   };
   s["utilisation"] = map_json(m.utilisation, 1e-4);
+  s["usefulUtilisation"] = map_json(m.useful_utilisation, 1e-4);
   s["queueShare"] = map_json(m.queue_share, 1e-4);
   s["queueFairShare"] = map_json(m.queue_fair_share, 1e-4);
   json g = {{"waiting", json::array()}, {"reserved", json::array()}, {"partial", json::array()},
@@ -1061,6 +1065,43 @@ std::string IndexHtml(const SimResult& r, const std::vector<Plot>& plots,
 
 // ---------------------------------------------------------------------------------------------
 
+std::vector<double> FairShares(const std::vector<double>& weights, const std::vector<double>& demands,
+                               double pie) {
+  const size_t n = std::min(weights.size(), demands.size());
+  std::vector<double> due(weights.size(), 0.0);
+  if (pie <= 0) return due;
+  std::vector<bool> open(n, false);
+  double open_weight = 0;
+  for (size_t q = 0; q < n; ++q) {
+    if (weights[q] > 0 && demands[q] > 0) {
+      open[q] = true;
+      open_weight += weights[q];
+    }
+  }
+  // Raise a common level (share per unit of weight) until the pie is used up; a queue whose
+  // demand is below its part at that level takes its demand and leaves the rest to the others.
+  double left = pie;
+  for (bool capped = true; capped && open_weight > 0;) {
+    capped = false;
+    const double level = left / open_weight;
+    for (size_t q = 0; q < n; ++q) {
+      if (!open[q] || demands[q] > level * weights[q]) continue;
+      due[q] = demands[q];
+      left -= demands[q];
+      open_weight -= weights[q];
+      open[q] = false;
+      capped = true;
+    }
+  }
+  if (open_weight > 0) {
+    for (size_t q = 0; q < n; ++q) {
+      if (open[q]) due[q] = left * weights[q] / open_weight;
+    }
+  }
+  for (double& d : due) d /= pie;
+  return due;
+}
+
 std::string HumanDuration(double s) {
   if (!std::isfinite(s)) return "-";
   if (s < 0) return "-" + HumanDuration(-s);
@@ -1106,13 +1147,14 @@ std::map<std::string, WaitStats> WaitsBy(const RunMetrics& m, bool by_queue) {
 
 Summary Summarize(const RunMetrics& m, const SimInfo& info) {
   Summary s;
-  auto util = [&](const char* res) {
-    auto it = m.utilisation.find(res);
-    return it == m.utilisation.end() ? 0.0 : TimeAverage(m.times, it->second, m.makespan);
+  auto util = [&](const std::map<std::string, std::vector<double>>& series, const char* res) {
+    auto it = series.find(res);
+    return it == series.end() ? 0.0 : TimeAverage(m.times, it->second, m.makespan);
   };
-  s.utilisation_cpu = util("cpu");
-  s.utilisation_memory = util("memory");
-  s.utilisation_gpu = util(kGpu);
+  s.utilisation_cpu = util(m.utilisation, "cpu");
+  s.utilisation_memory = util(m.utilisation, "memory");
+  s.utilisation_gpu = util(m.utilisation, kGpu);
+  s.useful_utilisation_gpu = util(m.useful_utilisation, kGpu);
   s.fairness_error = FairnessError(m);
 
   const double end = EndOfRun(m, info);

@@ -17,6 +17,7 @@ namespace berth::extender::sim {
 /// The headline figures of one world, as the summary and report.json give them.
 struct Summary {
   double utilisation_cpu = 0, utilisation_memory = 0, utilisation_gpu = 0;  ///< time-averaged
+  double useful_utilisation_gpu = 0;  ///< the same, less gangs short of minMember
   double fairness_error = 0;  ///< see docs/simulate.md
   double wait_p50 = 0, wait_p90 = 0, wait_p99 = 0;  ///< seconds, over jobs that started
   double longest_wait = 0;    ///< seconds; jobs never started count up to the end

@@ -61,10 +61,14 @@ struct RunMetrics {
   /// resource ("cpu", "memory", "nvidia.com/gpu") -> fraction of schedulable allocatable that
   /// bound pods request, per sample.
   std::map<std::string, std::vector<double>> utilisation;
+  /// The same, without the pods of gangs that have members bound but fewer than minMember
+  /// (room held by a gang that cannot run yet): the part of the cluster doing work.
+  std::map<std::string, std::vector<double>> useful_utilisation;
   /// queue -> fraction of the usage of all queues (cpu + 8*gpu + 0.25*GiB) per sample.
   std::map<std::string, std::vector<double>> queue_share;
-  /// queue -> weight / sum of the weights of the queues with pods (running or waiting), per
-  /// sample; 0 when the queue has no pods.
+  /// queue -> its fair share of that usage, per sample: the usage of all queues divided
+  /// max-min fairly by weight, no queue getting more than its demand (FairShares); 0 when the
+  /// queue has no pods.
   std::map<std::string, std::vector<double>> queue_fair_share;
   std::vector<GangCounts> gangs;
   /// pool -> usage units (cpu + 8*gpu + 0.25*GiB) that pods of other pools hold on its nodes
@@ -90,8 +94,15 @@ struct RunMetrics {
   double wall_seconds = 0;
 };
 
+/// Max-min fair division of `pie` by weight, no queue getting more than its demand (weighted
+/// water-filling, the allocation DRF and hierarchical fair sharing converge to): the fraction of
+/// `pie` each queue is due. A queue with no demand (or no weight) is due 0. When the demands
+/// add up to less than `pie`, each queue is due its demand.
+std::vector<double> FairShares(const std::vector<double>& weights, const std::vector<double>& demands,
+                               double pie);
+
 struct SimInfo {
-  int schema_version = 1;
+  int schema_version = 2;
   std::string cluster_file;
   std::string workload_file;
   std::string workload_name;

@@ -1,5 +1,5 @@
 # `berth simulate` on a shipped workload through the real binary: it must exit 0, print the
-# summary table, and write report.json (schema version 1), index.html and every plot.
+# summary table, and write report.json (schema version 2), index.html and every plot.
 file(REMOVE_RECURSE ${OUT})
 execute_process(
   COMMAND ${BERTH} simulate --cluster ${SOURCE}/bench/workloads/seed-stories.cluster.json
@@ -8,14 +8,14 @@ execute_process(
 if(NOT rc EQUAL 0)
   message(FATAL_ERROR "berth simulate exited ${rc}:\n${out}\n${err}")
 endif()
-foreach(row "utilisation nvidia.com/gpu" "fairness error" "wait p99" "partial gangs stuck" "invariant violations")
+foreach(row "utilisation nvidia.com/gpu" "useful utilisation nvidia.com/gpu" "fairness error" "wait p99" "partial gangs stuck" "invariant violations")
   if(NOT out MATCHES "${row}")
     message(FATAL_ERROR "the summary lacks \"${row}\":\n${out}")
   endif()
 endforeach()
 file(READ ${OUT}/report.json report)
 string(JSON version GET "${report}" schemaVersion)
-if(NOT version EQUAL 1)
+if(NOT version EQUAL 2)
   message(FATAL_ERROR "report.json schemaVersion is ${version}")
 endif()
 string(JSON berth_jobs LENGTH "${report}" jobs berth)

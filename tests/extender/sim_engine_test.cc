@@ -7,6 +7,7 @@
 #include "catch2/catch.hpp"
 #include "extender/config.h"
 #include "extender/sim/engine.h"
+#include "extender/sim/report.h"
 #include "nlohmann/json.hpp"
 
 namespace berth::extender::sim {
@@ -182,6 +183,39 @@ TEST_CASE("simulate: a gang is never partially bound by berth, and is by the bas
   for (const GangCounts& g : r->baseline.gangs) baseline_partial += g.partial;
   CHECK(berth_partial == 0);
   CHECK(baseline_partial == 10);  // samples at 10, 20, ..., 100 (before the member binds at 100)
+  // At t=50 the baseline's waiting member holds half of the GPUs: they count as utilisation, not
+  // as useful utilisation. berth holds none for the gang.
+  REQUIRE(r->baseline.times.size() > 5);
+  CHECK(r->baseline.times[5] == 50);
+  CHECK(r->baseline.utilisation.at("nvidia.com/gpu")[5] == Approx(1.0));
+  CHECK(r->baseline.useful_utilisation.at("nvidia.com/gpu")[5] == Approx(0.5));
+  CHECK(r->berth.utilisation.at("nvidia.com/gpu")[5] == Approx(0.5));
+  CHECK(r->berth.useful_utilisation.at("nvidia.com/gpu")[5] == Approx(0.5));
+}
+
+// Two queues of equal weight share a 4-CPU node: queue a runs 3 CPUs and queue b, which wants
+// only 1, runs 1. Neither queue can be given more than it asked for, so each is exactly at its
+// fair share (0.75 and 0.25 of the usage), not at half each.
+TEST_CASE("simulate: a queue's fair share is capped by what it asks for", "[sim]") {
+  Job a = MakeJob("a", 0, 1000, {{"cpu", "3"}});
+  a.queue = "a";
+  Job b = MakeJob("b", 0, 1000, {{"cpu", "1"}});
+  b.queue = "b";
+  json qa = {{"apiVersion", "berth.io/v1alpha1"}, {"kind", "Queue"}, {"metadata", {{"name", "a"}}}, {"spec", {{"weight", 1}}}};
+  json qb = qa;
+  qb["metadata"]["name"] = "b";
+  SimOptions o = Options(List({Node("n1", "4", "8Gi"), qa, qb}), {a, b});
+  o.max_time = absl::Seconds(100);
+  absl::StatusOr<SimResult> r = RunSimulation(o);
+  REQUIRE(r.ok());
+  for (const RunMetrics* m : {&r->berth, &r->baseline}) {
+    INFO(m->world);
+    REQUIRE(m->times.size() > 5);
+    CHECK(m->queue_share.at("a")[5] == Approx(0.75));
+    CHECK(m->queue_fair_share.at("a")[5] == Approx(0.75));
+    CHECK(m->queue_fair_share.at("b")[5] == Approx(0.25));
+    CHECK(Summarize(*m, r->info).fairness_error == Approx(0).margin(1e-9));
+  }
 }
 
 TEST_CASE("simulate: over-commit fires when every fit check is off", "[sim]") {

@@ -261,6 +261,27 @@ TEST_CASE("no job is named as the longest wait when nobody waited", "[sim][repor
   CHECK(s.wait_p99 == 0);
 }
 
+// Weighted max-min division of the usage, capped by each queue's demand.
+TEST_CASE("fair shares: weights divide the usage, and no queue is due more than it asks", "[sim][report]") {
+  using extender::sim::FairShares;
+  auto approx = [](const std::vector<double>& got, const std::vector<double>& want) {
+    REQUIRE(got.size() == want.size());
+    for (size_t i = 0; i < got.size(); ++i) CHECK(got[i] == Approx(want[i]).margin(1e-12));
+  };
+  approx(FairShares({1, 1}, {10, 10}, 6), {0.5, 0.5});
+  approx(FairShares({2, 1}, {10, 10}, 6), {2.0 / 3, 1.0 / 3});
+  // b asks for 1 of the 6: a is due the other 5.
+  approx(FairShares({1, 1}, {10, 1}, 6), {5.0 / 6, 1.0 / 6});
+  // Capping in turn: c (1) and b (2) are below the level; a takes the 6 left of 9.
+  approx(FairShares({1, 1, 1}, {10, 2, 1}, 9), {6.0 / 9, 2.0 / 9, 1.0 / 9});
+  // A queue with no demand, or no weight, is due nothing.
+  approx(FairShares({1, 1, 0}, {0, 4, 4}, 4), {0, 1, 0});
+  // Demand below the usage: each queue its demand.
+  approx(FairShares({1, 3}, {1, 1}, 4), {0.25, 0.25});
+  // Nothing in use: nothing is due.
+  approx(FairShares({1, 1}, {3, 3}, 0), {0, 0});
+}
+
 TEST_CASE("fairness error is 0 when never two queues have pods", "[sim][report]") {
   RunMetrics m = HandBuilt();
   m.queue_fair_share = {{"a", {1, 1, 1, 1}}, {"b", {0, 0, 0, 0}}};
@@ -304,7 +325,8 @@ TEST_CASE("the summary table has a row per figure and berth/baseline ratios", "[
   const std::string t = extender::sim::SummaryTable(HandBuiltResult());
   INFO(t);
   for (const char* row :
-       {"utilisation cpu", "utilisation memory", "utilisation nvidia.com/gpu", "fairness error",
+       {"utilisation cpu", "utilisation memory", "utilisation nvidia.com/gpu",
+        "useful utilisation nvidia.com/gpu", "fairness error",
         "wait p50", "wait p90", "wait p99", "longest wait", "jobs completed",
         "jobs never started", "throughput pods/s", "throughput jobs/s", "makespan",
         "partial gangs stuck", "evicted pods", "GPU-hours lost", "invariant violations",
@@ -328,9 +350,9 @@ TEST_CASE("the summary table has a row per figure and berth/baseline ratios", "[
   CHECK(longest.find("15m 00s (ns/starved)") != std::string::npos);
 }
 
-TEST_CASE("report.json has schema version 1 and every section", "[sim][report]") {
+TEST_CASE("report.json has schema version 2 and every section", "[sim][report]") {
   const auto j = nlohmann::json::parse(extender::sim::ReportJson(HandBuiltResult()));
-  CHECK(j.at("schemaVersion") == 1);
+  CHECK(j.at("schemaVersion") == 2);
   for (const char* key : {"info", "summary", "waits", "series", "evictions", "invariants",
                           "partialGangs", "cost", "jobs"}) {
     CHECK(j.contains(key));
@@ -344,7 +366,7 @@ TEST_CASE("report.json has schema version 1 and every section", "[sim][report]")
   CHECK(j["waits"]["berth"]["byQueue"]["a"]["p50"] == 3);
   CHECK(j["waits"]["berth"]["byQueue"]["c"]["neverStarted"] == 1);
   CHECK(j["waits"]["baseline"]["byPriorityClass"]["high"]["count"] == 5);
-  for (const char* key : {"times", "utilisation", "queueShare", "queueFairShare", "gangs",
+  for (const char* key : {"times", "utilisation", "usefulUtilisation", "queueShare", "queueFairShare", "gangs",
                           "poolLent", "poolBorrowed", "pendingPods"}) {
     CHECK(j["series"]["berth"].contains(key));
     CHECK(j["series"]["baseline"].contains(key));
@@ -368,7 +390,7 @@ TEST_CASE("WriteReport writes the JSON, the summary, every plot and the page", "
   const fs::path dir = TempDir() / "out";  // WriteReport creates it
   const auto status = extender::sim::WriteReport(Realistic(), dir.string());
   const auto json = nlohmann::json::parse(ReadTestFile(dir / "report.json"));
-  CHECK(json["schemaVersion"] == 1);
+  CHECK(json["schemaVersion"] == 2);
   CHECK(ReadTestFile(dir / "summary.txt").find("utilisation cpu") != std::string::npos);
   const std::string html = ReadTestFile(dir / "index.html");
   CHECK(html.find("<table>") != std::string::npos);
