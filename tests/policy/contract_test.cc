@@ -254,51 +254,53 @@ TEMPLATE_TEST_CASE("Filter contract", "[contract][concurrency]", BERTH_FILTER_MO
   auto module = TestType::Make(cluster.model().resources());
   CHECK(module->Name() == TestType::kName);
   const uint64_t generation = cluster.model().Read()->generation();
-  auto view = cluster.model().Read();
-  const absl::Time now = cluster.Now();
+  {  // the view is let go before the model's generation is read again
+    auto view = cluster.model().Read();
+    const absl::Time now = cluster.Now();
 
-  const std::vector<std::string> first = AllVerdicts(*module, *view, cluster.pods(), now);
-  REQUIRE(first.size() == cluster.pods().size() * view->node_count());
+    const std::vector<std::string> first = AllVerdicts(*module, *view, cluster.pods(), now);
+    REQUIRE(first.size() == cluster.pods().size() * view->node_count());
 
-  SECTION("deterministic, also across instances") {
-    CHECK(AllVerdicts(*module, *view, cluster.pods(), now) == first);
-    auto again = TestType::Make(cluster.model().resources());
-    CHECK(AllVerdicts(*again, *view, cluster.pods(), now) == first);
-  }
-  SECTION("verdicts are well formed") {
-    for (const core::Pod& pod : cluster.pods()) {
-      const CycleContext ctx{.state = *view, .pod = pod, .now = now};
-      view->ForEachNode([&](core::NodeSlot, const core::NodeState& n) {
-        const NodeVerdict v = module->Filter(ctx, n);
-        INFO(pod.name << "@" << n.node.name << ": " << Describe(v));
-        if (v.ok()) {
-          CHECK(v.reason == Reason::kNone);
-          CHECK(v.message.empty());
-        } else {
-          CHECK(v.reason != Reason::kNone);
-          CHECK_FALSE(v.message.empty());
-        }
-      });
+    SECTION("deterministic, also across instances") {
+      CHECK(AllVerdicts(*module, *view, cluster.pods(), now) == first);
+      auto again = TestType::Make(cluster.model().resources());
+      CHECK(AllVerdicts(*again, *view, cluster.pods(), now) == first);
+    }
+    SECTION("verdicts are well formed") {
+      for (const core::Pod& pod : cluster.pods()) {
+        const CycleContext ctx{.state = *view, .pod = pod, .now = now};
+        view->ForEachNode([&](core::NodeSlot, const core::NodeState& n) {
+          const NodeVerdict v = module->Filter(ctx, n);
+          INFO(pod.name << "@" << n.node.name << ": " << Describe(v));
+          if (v.ok()) {
+            CHECK(v.reason == Reason::kNone);
+            CHECK(v.message.empty());
+          } else {
+            CHECK(v.reason != Reason::kNone);
+            CHECK_FALSE(v.message.empty());
+          }
+        });
+      }
+    }
+    SECTION("thread-safe on one view") {
+      CheckSameFromThreads([&] { return AllVerdicts(*module, *view, cluster.pods(), now); }, first);
+    }
+    SECTION("the registry builds the same module") {
+      PolicyConfig config;
+      config.filters = {std::string(TestType::kName)};
+      config.scores.clear();
+      config.preempt.clear();
+      auto pipeline = BuildDefaultRegistry().Build(config, cluster.model().resources());
+      REQUIRE(pipeline.ok());
+      for (const core::Pod& pod : cluster.pods()) {
+        const CycleContext ctx{.state = *view, .pod = pod, .now = now};
+        view->ForEachNode([&](core::NodeSlot, const core::NodeState& n) {
+          CHECK(Describe((*pipeline)->FilterNode(ctx, n)) == Describe(module->Filter(ctx, n)));
+        });
+      }
     }
   }
-  SECTION("thread-safe on one view") {
-    CheckSameFromThreads([&] { return AllVerdicts(*module, *view, cluster.pods(), now); }, first);
-  }
-  SECTION("the registry builds the same module") {
-    PolicyConfig config;
-    config.filters = {std::string(TestType::kName)};
-    config.scores.clear();
-    config.preempt.clear();
-    auto pipeline = BuildDefaultRegistry().Build(config, cluster.model().resources());
-    REQUIRE(pipeline.ok());
-    for (const core::Pod& pod : cluster.pods()) {
-      const CycleContext ctx{.state = *view, .pod = pod, .now = now};
-      view->ForEachNode([&](core::NodeSlot, const core::NodeState& n) {
-        CHECK(Describe((*pipeline)->FilterNode(ctx, n)) == Describe(module->Filter(ctx, n)));
-      });
-    }
-  }
-  CHECK(view->generation() == generation);  // nothing changed the model
+  CHECK(cluster.model().Read()->generation() == generation);  // nothing changed the model
 }
 
 // ---- scores -------------------------------------------------------------------------------------
@@ -308,41 +310,43 @@ TEMPLATE_TEST_CASE("Score contract", "[contract][concurrency]", BERTH_SCORE_MODU
   auto module = TestType::Make(cluster.model().resources());
   CHECK(module->Name() == TestType::kName);
   const uint64_t generation = cluster.model().Read()->generation();
-  auto view = cluster.model().Read();
-  const absl::Time now = cluster.Now();
+  {  // the view is let go before the model's generation is read again
+    auto view = cluster.model().Read();
+    const absl::Time now = cluster.Now();
 
-  const std::vector<int64_t> first = AllScores(*module, *view, cluster.pods(), now);
-  REQUIRE(first.size() == cluster.pods().size() * view->node_count());
+    const std::vector<int64_t> first = AllScores(*module, *view, cluster.pods(), now);
+    REQUIRE(first.size() == cluster.pods().size() * view->node_count());
 
-  SECTION("within [0, kMaxScore]") {
-    for (int64_t s : first) {
-      CHECK(s >= 0);
-      CHECK(s <= kMaxScore);
+    SECTION("within [0, kMaxScore]") {
+      for (int64_t s : first) {
+        CHECK(s >= 0);
+        CHECK(s <= kMaxScore);
+      }
+    }
+    SECTION("deterministic, also across instances") {
+      CHECK(AllScores(*module, *view, cluster.pods(), now) == first);
+      auto again = TestType::Make(cluster.model().resources());
+      CHECK(AllScores(*again, *view, cluster.pods(), now) == first);
+    }
+    SECTION("thread-safe on one view") {
+      CheckSameFromThreads([&] { return AllScores(*module, *view, cluster.pods(), now); }, first);
+    }
+    SECTION("the registry builds the same module") {
+      PolicyConfig config;
+      config.filters.clear();
+      config.scores = {{std::string(TestType::kName), 1}};
+      config.preempt.clear();
+      auto pipeline = BuildDefaultRegistry().Build(config, cluster.model().resources());
+      REQUIRE(pipeline.ok());
+      for (const core::Pod& pod : cluster.pods()) {
+        const CycleContext ctx{.state = *view, .pod = pod, .now = now};
+        view->ForEachNode([&](core::NodeSlot, const core::NodeState& n) {
+          CHECK((*pipeline)->ScoreNode(ctx, n) == module->Score(ctx, n));
+        });
+      }
     }
   }
-  SECTION("deterministic, also across instances") {
-    CHECK(AllScores(*module, *view, cluster.pods(), now) == first);
-    auto again = TestType::Make(cluster.model().resources());
-    CHECK(AllScores(*again, *view, cluster.pods(), now) == first);
-  }
-  SECTION("thread-safe on one view") {
-    CheckSameFromThreads([&] { return AllScores(*module, *view, cluster.pods(), now); }, first);
-  }
-  SECTION("the registry builds the same module") {
-    PolicyConfig config;
-    config.filters.clear();
-    config.scores = {{std::string(TestType::kName), 1}};
-    config.preempt.clear();
-    auto pipeline = BuildDefaultRegistry().Build(config, cluster.model().resources());
-    REQUIRE(pipeline.ok());
-    for (const core::Pod& pod : cluster.pods()) {
-      const CycleContext ctx{.state = *view, .pod = pod, .now = now};
-      view->ForEachNode([&](core::NodeSlot, const core::NodeState& n) {
-        CHECK((*pipeline)->ScoreNode(ctx, n) == module->Score(ctx, n));
-      });
-    }
-  }
-  CHECK(view->generation() == generation);
+  CHECK(cluster.model().Read()->generation() == generation);  // nothing changed the model
 }
 
 TEST_CASE("Score contract through the registry, for every registered score module",
