@@ -165,3 +165,8 @@ add_test(NAME cli.simulate.shipped COMMAND ${CMAKE_COMMAND}
   -DBERTH=$<TARGET_FILE:berth> -DSOURCE=${PROJECT_SOURCE_DIR} -DOUT=${CMAKE_CURRENT_BINARY_DIR}/sim-shipped
   -P ${CMAKE_CURRENT_LIST_DIR}/cli/simulate_test.cmake)
 set_tests_properties(cli.simulate.shipped PROPERTIES TIMEOUT 300 LABELS cli)
+
+# ---- docs: commands and counts that work as written --------------------------------------------
+
+add_test(NAME cli.docs.as-written COMMAND bash ${BERTH_CLI_DATA}/docs_test.sh ${PROJECT_SOURCE_DIR})
+set_tests_properties(cli.docs.as-written PROPERTIES FAIL_REGULAR_EXPRESSION "FAIL: " TIMEOUT 30 LABELS cli)
