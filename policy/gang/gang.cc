@@ -896,6 +896,13 @@ int64_t GangTopologyScore::Score(const CycleContext& ctx, const core::NodeState&
   return kMaxScore * depth / (m.topo->levels() + 1);
 }
 
+// A gang member gets victims only where they let its own gang start (docs/decisions.md, "gangs x
+// preemption"). A member of a gang that has started gets none: a member with room reserved has
+// its node already, and an elastic member takes only free room. kube-scheduler proposes victims
+// for them when its own checks fail (victims of the gang's plan still terminating on the reserved
+// node, no free room for an elastic member); accepted, those victims go for nothing, and the
+// member's nomination keeps their node's room from the gang members berth reserves there.
+//
 // A member of a gang that has not started may preempt only where that lets the whole gang start:
 // with the proposal's victims gone, the planner must find room for every member the gang still
 // needs without evicting anyone else (docs/decisions.md, "gangs x preemption"). Pods still
@@ -908,7 +915,23 @@ std::optional<NodeVerdict> GangModule::PreemptorGangShort(const CycleContext& ct
   const auto key = GangOf(ctx.pod);
   if (!key || ctx.pod.scheduler_name != planner_->scheduler_name()) return std::nullopt;
   const GangView g = ViewGang(ctx.state, key->first, key->second, planner_->config());
-  if (g.group == nullptr || g.admitted()) return std::nullopt;
+  if (g.group == nullptr) return std::nullopt;
+  if (g.admitted()) {
+    const core::Reservation* own = ctx.state.FindReservation(ctx.pod.uid.view());
+    if (own != nullptr && !own->gang.empty()) {
+      return NodeVerdict{.fit = Fit::kUnresolvable,
+                         .reason = Reason::kGangReservedElsewhere,
+                         .message = StrCat("berth: gang ", g.Key(),
+                                           ": this member's room is reserved on node ",
+                                           ctx.state.node(own->node).node.name,
+                                           "; evicting pods does not place it")};
+    }
+    return NodeVerdict{.fit = Fit::kUnresolvable,
+                       .reason = Reason::kGangElasticWaiting,
+                       .message = StrCat("berth: gang ", g.Key(),
+                                         ": an elastic member takes only free room; evicting "
+                                         "pods does not place it")};
+  }
   WhatIf whatif(ctx.state, ctx.now, ctx.pipeline);
   for (const Victim& v : proposal.victims) {
     if (v.known != nullptr) whatif.Evict(*v.known);

@@ -1,6 +1,7 @@
 // The gang planner below the wire: reading a gang from the model, all-or-nothing admission in
 // the smallest topology domain (hop limits, shapes, capacity taken back from elastic members of
-// other gangs), elastic growth by fulfillment, re-planning one member, and why a member waits.
+// other gangs), elastic growth by fulfillment, re-planning one member, why a member waits, and
+// the preemption review of a gang member.
 
 #include "policy/gang/gang.h"
 
@@ -788,6 +789,54 @@ TEST_CASE("waiting verdict: an admitted gang's elastic member waits for room or 
           "berth: gang default/g: elastic member waits: the gang was resized 10s ago, "
           "within its freeze window of 1m");
   }
+}
+
+
+// ---- preemption review --------------------------------------------------------------------------
+
+// kube-scheduler preempts for a gang member when its in-tree checks fail (victims of the gang's own
+// plan still terminating on its reserved node, an elastic member waiting for room). A member of a
+// gang that has started is placed by berth alone: victims for it would be evicted for nothing, and
+// the node kube-scheduler then nominates it to keeps that room from the gang members berth
+// reserves there.
+TEST_CASE("preemption review: no victims for a member of a gang that has started", "[gang][preempt]") {
+  Cluster c;
+  c.Add({NodeAt("a1", "l1", 4000), NodeAt("a2", "l1", 4000), NodeAt("b1", "l2", 4000),
+         Group("g", 2), Member("g0", "g", "a1", 2000), Member("g1", "g", "a1", 2000),
+         Member("g2", "g", "", 2000), Group("h", 2), Member("h0", "h", "", 2000),
+         Member("h1", "h", "", 2000), Filler("b1", 4000)});
+  core::Reservation r;
+  r.request = CorePod("x", "", 2000, kGi).request;
+  r.expires = c.clock.Now() + absl::Minutes(1);
+  r.gang = "default/h";
+  REQUIRE(c.model.Reserve("h0", "a2", r).ok());
+  REQUIRE(c.model.Reserve("h1", "a2", r).ok());
+  const GangModule module(std::make_shared<GangPlanner>(FabricConfig(), kScheduler));
+  auto view = c.model.Read();
+  REQUIRE(View(c, *view, "g").admitted());
+  REQUIRE(View(c, *view, "h").admitted());
+  // The review of kube-scheduler's proposal to evict the filler on b1 for `pod` (priority above
+  // the filler's): "kept", or the unresolvable reason and message of the refusal.
+  auto review = [&](core::Pod pod) {
+    pod.priority = 1000;
+    const CycleContext ctx{.state = *view, .pod = pod, .now = c.clock.Now(), .explain = false};
+    NodeVictims proposal{.node = "b1",
+                         .victims = {Victim{.uid = "fill-b1", .known = view->FindPod("fill-b1")}}};
+    NodeVerdict why;
+    if (module.Review(ctx, *view->FindNode("b1"), &proposal, &why)) return std::string("kept");
+    return std::string(why.fit == Fit::kUnresolvable ? "" : "(not unresolvable) ") +
+           std::string(ReasonCode(why.reason)) + ": " + why.message;
+  };
+  // g has its minimum running: g2 is an elastic member, which takes only free room.
+  CHECK(review(view->FindPod("g2")->pod) ==
+        "GangElasticWaiting: berth: gang default/g: an elastic member takes only free room; "
+        "evicting pods does not place it");
+  // h's room is reserved on a2: evicting on b1 does not place h0.
+  CHECK(review(view->FindPod("h0")->pod) ==
+        "GangReservedElsewhere: berth: gang default/h: this member's room is reserved on node "
+        "a2; evicting pods does not place it");
+  // A pod of no gang is not the gang module's to refuse here.
+  CHECK(review(CorePod("plain", "", 4000, kGi)) == "kept");
 }
 
 }  // namespace
