@@ -639,6 +639,14 @@ absl::Status ClusterModel::ConfirmBindLocally(std::string_view uid) {
   if (lit == ledger_.end() || pit == pod_by_uid_.end()) {
     return absl::NotFoundError(StrCat("no bind in flight for pod uid ", uid));
   }
+  // The bind was checked against the request the ledger holds; a pod event since then that
+  // changed it (MODIFIED with larger requests) voids the check. The caller forgets the entry.
+  if (!(pods_[pit->second].pod.request == lit->second.request)) {
+    const Pod& now = pods_[pit->second].pod;
+    return absl::FailedPreconditionError(
+        StrCat("pod ", now.ns, "/", now.name, " changed its requests while it was being bound to node ",
+               nodes_[lit->second.node].node.name, "; it is scheduled again"));
+  }
   ++generation_;
   Pod pod = pods_[pit->second].pod;
   pod.node_name = nodes_[lit->second.node].node.name;

@@ -434,6 +434,8 @@ BindResult Framework::Bind(
   // commit under the lock then only compares the node's generation with the one checked, and
   // re-checks the room of a node that changed meanwhile (docs/decisions.md, "Bind").
   uint64_t checked_generation = 0;
+  core::ResourceVector checked_request;
+  core::Labels checked_labels;
   bool checked = false;
   {
     auto view = model_->Read();
@@ -446,12 +448,20 @@ BindResult Framework::Bind(
       const NodeVerdict v = whatif.Check(p->pod, *n, /*as_plan=*/false, /*explain=*/true);
       if (!v.ok()) return {.outcome = BindResult::Outcome::kRefused, .status = refusal(v)};
       checked_generation = n->generation;
+      checked_request = p->pod.request;
+      checked_labels = p->pod.labels;
       checked = true;
     }
   }
   auto check = [&](const core::ClusterState& state, const core::PodState& p,
                    const core::NodeState& n) -> absl::Status {
     if (!checked) return absl::AbortedError("the pod changed while its bind was checked");
+    // A pod event between the check and this commit (its requests grown, its pool, queue or gang
+    // labels changed) voids the check: refused, and kube-scheduler's next cycle decides anew.
+    if (!(p.pod.request == checked_request) || !(p.pod.labels == checked_labels)) {
+      return absl::AbortedError(StrCat("pod ", key, " changed while its bind to node ", node,
+                                       " was checked; it is scheduled again"));
+    }
     if (n.generation == checked_generation) return absl::OkStatus();
     const NodeVerdict v =
         CheckFit(state.resources(), p.pod.request, n, state.OwnReservation(p.pod.uid, n),

@@ -729,6 +729,29 @@ TEST_CASE_METHOD(LedgerTest, "Ledger: ConfirmBindLocally binds the pod to its le
   CHECK(n->pods.size() == 1);
 }
 
+// A MODIFIED event between the bind's check and its local commit that grows the pod's requests:
+// binding the new spec would place a pod where it was never checked to fit.
+TEST_CASE_METHOD(LedgerTest, "Ledger: ConfirmBindLocally refuses a pod whose requests changed",
+                 "[model][ledger]") {
+  REQUIRE(*model_.Assume("u1", "n1", Allow));
+  Apply(PodUpsert{Pending("u1", "p1", 3500, 6 * kGi)});
+  const absl::Status s = model_.ConfirmBindLocally("u1");
+  CHECK(s.code() == absl::StatusCode::kFailedPrecondition);
+  CHECK(std::string(s.message()) ==
+        "pod default/p1 changed its requests while it was being bound to node n1; it is "
+        "scheduled again");
+  {
+    auto view = model_.Read();
+    CHECK(view->FindPod("u1")->pod.node_name.empty());
+    CHECK(view->FindPod("u1")->counted_on == kNoNode);
+  }
+  CHECK(Requested("n1").IsZero());
+  // The entry stays until the binder's caller forgets it; then the node is as before.
+  CHECK(Assumed("n1") == kReq);
+  model_.Forget("u1");
+  CHECK(Assumed("n1").IsZero());
+}
+
 TEST_CASE_METHOD(LedgerTest, "Ledger: ConfirmBindLocally without a bind in flight",
                  "[model][ledger]") {
   CHECK(model_.ConfirmBindLocally("u1").code() == absl::StatusCode::kNotFound);

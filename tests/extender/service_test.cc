@@ -12,6 +12,8 @@
 #include <string_view>
 #include <utility>
 #include <vector>
+#include <thread>
+#include <atomic>
 
 #include "absl/status/status.h"
 #include "core/clock.h"
@@ -943,6 +945,57 @@ TEST_CASE("service: refused requests with new resource names do not use up the n
   const Json r = h.Filter(ArgsNames(MakePod("q").Request("example.com/fpga", "1").Obj(), {"fpga-1", "n1"}));
   CHECK(r["NodeNames"] == Json::array({"fpga-1"}));
   CHECK(Keys(r["FailedAndUnresolvableNodes"]) == std::set<std::string>{"n1"});
+}
+
+// Bind against MODIFIED events (issue: a 4-GPU pod seen on a 0-GPU node). While one thread
+// binds a pending pod to a node without GPUs, another keeps changing the pod's request between
+// none and four GPUs through POST /v1/events, as a watch might. Whatever the interleaving, the
+// pod is never bound with GPUs on that node, and the node never counts any: the bind's check
+// and its commit are one step.
+TEST_CASE("service: bind against pod events never places a pod where its current spec does not fit",
+          "[concurrency]") {
+  Harness h;
+  h.Apply(Json::array({Event("ADDED", MakeNode("cpu-only").Cpu("64").Memory("64Gi").Pods(5000).Obj()),
+                       Event("ADDED", MakeNode("gpu").Cpu("64").Memory("64Gi").Gpu(8).Obj())}));
+  const core::ResourceId gpu = *h.model().resources().Find("nvidia.com/gpu");
+  constexpr int kRounds = 300;
+  int bound = 0;
+  int violations = 0;
+  for (int i = 0; i < kRounds; ++i) {
+    const std::string name = "p" + std::to_string(i);
+    const MakePod small = MakePod(name).Uid("u-" + name).Cpu("10m");
+    const MakePod big = MakePod(name).Uid("u-" + name).Cpu("10m").Gpu(4);
+    h.Apply(Json::array({Event("ADDED", small.Obj())}));
+    const std::string bind_body = BindArgs(small, "cpu-only").dump();
+    const std::string to_big = Json::array({Event("MODIFIED", big.Obj())}).dump();
+    const std::string to_small = Json::array({Event("MODIFIED", small.Obj())}).dump();
+    std::atomic<bool> done{false};
+    std::thread modifier([&] {
+      for (int n = 0; !done.load(std::memory_order_acquire); ++n) {
+        (void)h.service().Events(n % 2 == 0 ? to_big : to_small);
+      }
+    });
+    const Reply r = h.service().Bind(bind_body);
+    {
+      // Read at once: a later event could only unbind the pod (it says nodeName is empty).
+      auto view = h.model().Read();
+      const core::PodState* p = view->FindPod("u-" + name);
+      const core::NodeState* n = view->FindNode("cpu-only");
+      if (p != nullptr && p->pod.node_name == "cpu-only") {
+        ++bound;
+        if (p->pod.request.Get(gpu) != 0) ++violations;
+      }
+      if (n->requested.Get(gpu) != 0 || n->assumed.Get(gpu) != 0) ++violations;
+    }
+    done.store(true, std::memory_order_release);
+    modifier.join();
+    INFO("round " << i << ": " << r.body);
+    REQUIRE(r.status == 200);
+    (void)h.service().Events(Json::array({Event("DELETED", small.Obj())}).dump());
+  }
+  CHECK(violations == 0);
+  // The race is real: some binds won it, and some were refused or rolled back.
+  CHECK(bound > 0);
 }
 
 }  // namespace

@@ -107,6 +107,29 @@ TEST_CASE_METHOD(FrameworkTest, "Framework::Bind: a binder failure is rolled bac
   CHECK(model_.Read()->FindBind("p-uid") == nullptr);  // the model forgot the bind
 }
 
+// Standalone mode's binder commits the bind in the model (ConfirmBindLocally). A pod event that
+// grows the pod's requests while it is bound voids the check: the bind fails and is rolled back,
+// and the node holds nothing of it.
+TEST_CASE_METHOD(FrameworkTest, "Framework::Bind: a pod grown during its local bind is not bound",
+                 "[framework]") {
+  Framework f = Make(/*refuse=*/false);
+  const BindResult r = f.Bind(pod_, "n1", [&](const core::Pod& p, std::string_view) {
+    core::Pod grown = pod_;
+    grown.request.Set(core::kCpu, 8000);  // more than n1 has
+    model_.Apply(core::PodUpsert{grown});
+    return model_.ConfirmBindLocally(p.uid);
+  });
+  CHECK(r.outcome == BindResult::Outcome::kBinderFailed);
+  CHECK(r.status.code() == absl::StatusCode::kFailedPrecondition);
+  CHECK(calls_ == std::vector<std::string>{"permit:p@n1", "reserve:p@n1", "unreserve:p@n1"});
+  auto view = model_.Read();
+  CHECK(view->FindBind("p-uid") == nullptr);
+  CHECK(view->FindPod("p-uid")->pod.node_name.empty());
+  const core::NodeState* n = view->FindNode("n1");
+  CHECK(n->requested.IsZero());
+  CHECK(n->assumed.IsZero());
+}
+
 TEST_CASE_METHOD(FrameworkTest, "Framework::Bind: a Permit refusal commits nothing",
                  "[framework]") {
   Framework f = Make(/*refuse=*/true);
