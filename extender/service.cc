@@ -490,7 +490,7 @@ Reply Service::Healthz(bool text) const {
 }
 
 Reply Service::Readyz(bool text) const {
-  constexpr std::string_view kNotReady = "not ready: the model has not synced yet";
+  constexpr std::string_view kNotReady = "not ready: the model has not synced yet (Kubernetes mode: every watched collection listed and, with leader election, the Lease read)";
   if (!ready_.load()) {
     if (text) return Reply{.status = 503, .body = StrCat(kNotReady, "\n"), .content_type = "text/plain; charset=utf-8"};
     return ErrorReply(503, kNotReady);

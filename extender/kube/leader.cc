@@ -138,6 +138,41 @@ bool LeaderElector::IsLeader() const {
   return leader_ && absl::Now() - last_renew_ < config_.renew_deadline;
 }
 
+bool LeaderElector::Known() const { return known_.load(std::memory_order_acquire); }
+
+absl::Status LeaderElector::Round() {
+  absl::Status s;
+  {
+    absl::MutexLock lock(&round_mu_);
+    rounds_begun_.store(++rounds_started_, std::memory_order_release);
+    s = TryAcquireOrRenew();
+  }
+  // A round that got an answer from the API server about the Lease (found, or absent) makes its
+  // state known, even when this replica then lost a write (409).
+  if (lease_read_.load(std::memory_order_acquire) && !known_.exchange(true)) {
+    spdlog::info("leader election: lease {}/{} read: {}", lease_ns_, config_.lease_name,
+                 Describe());
+    if (on_known_) on_known_();
+  }
+  return s;
+}
+
+bool LeaderElector::RecheckLeader() {
+  if (IsLeader()) return true;
+  const uint64_t seen = rounds_begun_.load(std::memory_order_acquire);
+  {
+    // A round that began after this call did, and has ended (round_mu_ is free), read the Lease
+    // late enough: share its answer.
+    absl::MutexLock lock(&round_mu_);
+    if (rounds_started_ > seen) return IsLeader();
+  }
+  if (absl::Status s = Round(); !s.ok()) {
+    spdlog::debug("leader election: reading lease {}/{} again: {}", lease_ns_, config_.lease_name,
+                  ToStd(s.message()));
+  }
+  return IsLeader();
+}
+
 std::string LeaderElector::holder() const {
   absl::MutexLock lock(&mu_);
   return holder_;
@@ -168,7 +203,7 @@ void LeaderElector::Run() {
   std::mt19937_64 rng{std::random_device{}()};
   std::uniform_real_distribution<double> jitter(1.0, 1.2);
   while (true) {
-    absl::Status s = TryAcquireOrRenew();
+    absl::Status s = Round();
     if (!s.ok()) spdlog::debug("leader election: {}", ToStd(s.message()));
     bool expired;
     {
@@ -194,6 +229,7 @@ absl::Status LeaderElector::TryAcquireOrRenew() {
   const bool acquire = config_.mode == LeaderElectionConfig::Mode::kAcquire;
 
   if (got->status == 404) {
+    lease_read_.store(true, std::memory_order_release);
     {
       absl::MutexLock lock(&mu_);
       holder_.clear();
@@ -226,6 +262,7 @@ absl::Status LeaderElector::TryAcquireOrRenew() {
   if (!got->ok()) return ApiError("GET", item, *got);
   std::optional<LeaseRecord> rec = ParseLease(got->body);
   if (!rec) return absl::DataLossError(StrCat("GET ", item, ": not a Lease object"));
+  lease_read_.store(true, std::memory_order_release);
 
   bool held_by_other;
   {

@@ -17,6 +17,10 @@ class LeadershipInterface {
  public:
   virtual ~LeadershipInterface() = default;
   virtual bool IsLeader() const = 0;
+  /// Before refusing to act for leadership: reads the Lease again (the state last seen may be a
+  /// round old, e.g. the co-located kube-scheduler took the Lease a moment ago) and answers
+  /// IsLeader() after that. The default only answers IsLeader().
+  virtual bool RecheckLeader() { return IsLeader(); }
   /// "berth-0_1a2b (leader)", "berth-1_3c4d (follower; leader: berth-0_1a2b)": for errors.
   virtual std::string Describe() const = 0;
 };
@@ -62,7 +66,16 @@ class LeaderElector final : public LeadershipInterface {
   void Stop();
 
   bool IsLeader() const override;
+  /// One read of the Lease (a round, as the elector's loop runs it), unless a round started after
+  /// this call did (concurrent rechecks share one); rounds never overlap.
+  bool RecheckLeader() override;
   std::string Describe() const override;
+  /// Whether the Lease has been read at least once (found, or found absent): until then this
+  /// replica cannot say who leads, and berth does not answer ready.
+  bool Known() const;
+  /// Called once (on the thread of the round) when the Lease is first known.
+  void set_on_known(std::function<void()> f) { on_known_ = std::move(f); }
+
   const LeaderElectionConfig& config() const { return config_; }
   const std::string& lease_namespace() const { return lease_ns_; }
   /// The holder identity last read from the Lease ("" when none).
@@ -73,6 +86,8 @@ class LeaderElector final : public LeadershipInterface {
 
  private:
   void Run();
+  /// TryAcquireOrRenew under round_mu_; marks the Lease known when the round read it.
+  absl::Status Round();
   void SetLeader(bool leader);
   absl::Status Release();
   std::string LeasePath(bool item) const;
@@ -80,7 +95,14 @@ class LeaderElector final : public LeadershipInterface {
   KubeClient* client_;
   LeaderElectionConfig config_;
   std::function<void(bool)> on_change_;
+  std::function<void()> on_known_;
   std::thread thread_;
+  /// One round at a time, from the loop or from RecheckLeader.
+  absl::Mutex round_mu_;  // taken before mu_
+  uint64_t rounds_started_ ABSL_GUARDED_BY(round_mu_) = 0;
+  std::atomic<uint64_t> rounds_begun_{0};  ///< rounds_started_, readable without round_mu_
+  std::atomic<bool> lease_read_{false};  ///< a round has read the Lease (or its absence)
+  std::atomic<bool> known_{false};       ///< ... and on_known_ has been called
 
   mutable absl::Mutex mu_;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;

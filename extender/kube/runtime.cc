@@ -87,14 +87,17 @@ void KubernetesRuntime::Start(std::function<void()> on_synced) {
   if (started_) return;
   started_ = true;
   on_synced_ = std::move(on_synced);
-  for (auto& r : reflectors_) {
-    r->set_on_synced([this] {
-      if (synced() && !synced_reported_.exchange(true)) {
-        spdlog::info("kubernetes: every watched collection is listed; ready");
-        if (on_synced_) on_synced_();
-      }
-    });
-  }
+  // Ready once every watched collection is listed and, with leader election, the Lease has been
+  // read: before that, berth cannot say whether it may bind.
+  auto maybe_ready = [this] {
+    if (!synced() || (elector_ && !elector_->Known())) return;
+    if (synced_reported_.exchange(true)) return;
+    spdlog::info("kubernetes: every watched collection is listed{}; ready",
+                 elector_ ? " and the Lease is read" : "");
+    if (on_synced_) on_synced_();
+  };
+  for (auto& r : reflectors_) r->set_on_synced(maybe_ready);
+  if (elector_) elector_->set_on_known(maybe_ready);
   spdlog::info("kubernetes: connecting to {} ({})", client_->server(), client_->config().source);
   for (auto& r : reflectors_) r->Start();
   if (elector_) elector_->Start();

@@ -45,12 +45,14 @@ std::string EventName(std::string_view object_name, absl::Time now) {
 
 }  // namespace
 
-KubeWriter::KubeWriter(KubeClient* client, const LeadershipInterface* leadership,
+KubeWriter::KubeWriter(KubeClient* client, LeadershipInterface* leadership,
                        WriterOptions options)
     : client_(client), leadership_(leadership), options_(std::move(options)) {}
 
-absl::Status KubeWriter::CheckLeader() const {
+absl::Status KubeWriter::CheckLeader(bool recheck) const {
   if (leadership_ == nullptr || leadership_->IsLeader()) return absl::OkStatus();
+  // The state of the last round may be stale: read the Lease once more before refusing.
+  if (recheck && leadership_->RecheckLeader()) return absl::OkStatus();
   return absl::FailedPreconditionError(
       StrCat("this berth replica is not the leader, only the leader binds and evicts: ",
              leadership_->Describe()));

@@ -46,10 +46,12 @@ struct WriterOptions {
 class KubeWriter {
  public:
   /// \param leadership nullptr: this replica always acts (leader election disabled).
-  KubeWriter(KubeClient* client, const LeadershipInterface* leadership, WriterOptions options = {});
+  KubeWriter(KubeClient* client, LeadershipInterface* leadership, WriterOptions options = {});
 
   /// OK when this replica may bind and evict; otherwise FailedPrecondition naming the leader.
-  absl::Status CheckLeader() const;
+  /// `recheck`: read the Lease once more before refusing (binds: kube-scheduler's first binds
+  /// may come a moment after it took the Lease this replica follows).
+  absl::Status CheckLeader(bool recheck = false) const;
 
   /// POST pods/{name}/binding with the pod's uid as precondition. A 409 (already bound,
   /// being deleted, another pod with that name) or any other refusal is returned as an error
@@ -79,7 +81,7 @@ class KubeWriter {
                                          absl::Duration budget);
 
   KubeClient* client_;
-  const LeadershipInterface* leadership_;
+  LeadershipInterface* leadership_;
   WriterOptions options_;
   std::atomic<bool> core_events_only_{false};
 };
@@ -88,7 +90,7 @@ class KubeWriter {
 class KubeBinder final : public BinderInterface {
  public:
   explicit KubeBinder(KubeWriter* writer) : writer_(writer) {}
-  absl::Status CanBind() const override { return writer_->CheckLeader(); }
+  absl::Status CanBind() const override { return writer_->CheckLeader(/*recheck=*/true); }
   absl::Status Bind(const core::Pod& pod, std::string_view node) override {
     return writer_->Bind(pod, node);
   }

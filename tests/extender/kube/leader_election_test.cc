@@ -190,6 +190,58 @@ TEST_CASE("leader election: follow mode tracks the co-located kube-scheduler's L
   CHECK(elector.Describe().find("berth-7d9f-zzzzz_aaaa") != std::string::npos);
 }
 
+// Follow mode at start-up: kube-scheduler takes its Lease and binds within a second, before
+// berth's next round of reading the Lease. berth reads it again before refusing a bind.
+TEST_CASE("leader election: a bind right after kube-scheduler took the Lease is not refused",
+          "[leader]") {
+  FakeApiServer api;
+  REQUIRE(api.Create("nodes", "", MakeNode("n1").Cpu("4").Pods(110).Obj()).ok());
+  REQUIRE(api.Create("pods", "ml", MakePod("a").Namespace("ml").Cpu("1").Obj()).ok());
+  extender::kube::KubernetesOptions options = FastOptions(true);
+  options.leader_election.mode = LeaderElectionConfig::Mode::kFollow;
+  options.leader_election.lease_name = "berth-scheduler";
+  // Rounds far apart: the elector's own loop does not read the Lease again during the test.
+  options.leader_election.lease_duration = absl::Seconds(60);
+  options.leader_election.renew_deadline = absl::Seconds(50);
+  options.leader_election.retry_period = absl::Seconds(40);
+  KubeBerth berth(api, options, "berth-0_");
+  REQUIRE(berth.StartReady());  // the Lease is known: absent
+  CHECK(berth.runtime().elector()->Describe().find("held by nobody") != std::string::npos);
+  const int reads_before = api.CountCalls("GET", "/apis/coordination.k8s.io");
+
+  Json lease = Lease("berth-0_6a1f0c2e-aaaa-bbbb-cccc-ddddeeeeffff", 15);
+  lease["metadata"]["name"] = "berth-scheduler";
+  REQUIRE(api.Create("leases", "berth-system", lease).ok());
+  const Json pod = api.Get("pods", "ml", "a").value();
+  const Json bind = {{"PodName", "a"}, {"PodNamespace", "ml"},
+                     {"PodUID", pod["metadata"]["uid"]}, {"Node", "n1"}};
+  const Json bound = Json::parse(berth.service().Bind(bind.dump()).body);
+  CHECK(bound["Error"] == "");
+  CHECK(api.bindings().size() == 1);
+  CHECK(api.CountCalls("GET", "/apis/coordination.k8s.io") == reads_before + 1);
+
+  CHECK(api.bindings().size() == 1);
+}
+
+// berth answers ready only once it knows who leads: with the Lease unreadable, never, however
+// long ago its watches listed everything.
+TEST_CASE("leader election: not ready before the Lease has been read", "[leader]") {
+  FakeApiServer api;
+  REQUIRE(api.Create("nodes", "", MakeNode("n1").Cpu("4").Pods(110).Obj()).ok());
+  api.InjectFailure({.method = "", .path_prefix = "/apis/coordination.k8s.io", .code = 503, .times = -1});
+  KubeBerth berth(api, FastOptions(true), "replica-1");
+  berth.Start();
+  REQUIRE(berth.WaitFor([&] { return berth.runtime().synced(); }));
+  REQUIRE(berth.WaitFor([&] { return api.CountCalls("GET", "/apis/coordination.k8s.io") >= 3; }));
+  CHECK_FALSE(berth.runtime().elector()->Known());
+  const extender::Reply not_ready = berth.service().Readyz();
+  CHECK(not_ready.status == 503);
+  CHECK_THAT(not_ready.body, Catch::Contains("the Lease read"));
+  api.ClearFailures();
+  CHECK(berth.WaitReady());
+  CHECK(berth.runtime().elector()->Known());
+}
+
 TEST_CASE("leader election: invalid timings are refused", "[leader]") {
   LeaderElectionConfig c;
   c.renew_deadline = c.lease_duration;
