@@ -80,7 +80,9 @@ class CompactString {
   void SetInline(uint8_t n) { tag_ = n; }
   void Assign(std::string_view s) {
     if (s.size() <= sizeof(buf_)) {
-      std::memmove(buf_, s.data(), s.size());  // s may be a view of this very buffer
+      // s may be a view of this very buffer. An empty view may have no buffer at all (a null
+      // data()), and memmove from a null pointer is undefined even for zero bytes.
+      if (!s.empty()) std::memmove(buf_, s.data(), s.size());
       SetInline(static_cast<uint8_t>(s.size()));
       return;
     }
