@@ -23,6 +23,7 @@
 ///                    [--probe=inproc-gang-admit|inproc-gang-member|inproc-gang-plain
 ///                     --gang-size=512]
 ///                    [--lock-hold[=SECONDS]]  (the model's exclusive lock: bench/lock_bench.cc)
+///                    [--transport[=SECONDS]]  (hostile clients, large bodies: bench/transport_bench.cc)
 /// Latency runs: `taskset -c 0 berth_bench` (see docs/performance.md, "Method").
 /// Exits non-zero when any request failed or any reply was wrong (never on timing).
 
@@ -64,6 +65,7 @@
 #include "bench/lock_bench.h"
 #include "bench/queue_bench.h"
 #include "bench/sim_bench.h"
+#include "bench/transport_bench.h"
 #include "bench/loadgen.h"
 #include "core/clock.h"
 #include "core/cluster_model.h"
@@ -136,6 +138,8 @@ struct Options {
   bool queues_only = false;   // --queues: only the queue section (issue 6)
   bool simulate_only = false; // --simulate: only the simulator section (issue 14)
   bool lock_only = false;     // --lock-hold: only the model-lock section (issue 15)
+  bool transport_only = false;  // --transport: only the transport section (issue 16)
+  double transport_seconds = 0; // --transport=SECONDS per phase; 0: 10 (0.5 with --quick)
   double lock_seconds = 0;    // --lock-hold=SECONDS per phase; 0: 5 (0.3 with --quick)
   std::string simulate_size;  // --simulate=NODExJOBS, e.g. 5000x50000
   std::vector<int> gang_sizes = {8, 64, 512};
@@ -181,6 +185,11 @@ std::optional<Options> ParseArgs(int argc, char** argv) {
     } else if (ParseFlag(arg, "--lock-hold", &v)) {
       o.lock_only = true;
       if (!v.empty()) o.lock_seconds = std::stod(v);
+    } else if (arg == "--transport") {
+      o.transport_only = true;
+    } else if (ParseFlag(arg, "--transport", &v)) {
+      o.transport_only = true;
+      o.transport_seconds = std::atof(v.c_str());
     } else if (arg == "--no-gangs") {
       o.gangs = false;
     } else if (ParseFlag(arg, "--gang-sizes", &v)) {
@@ -237,6 +246,7 @@ std::optional<Options> ParseArgs(int argc, char** argv) {
           "                   [--dump-replies=DIR] [--probe=KIND] [--probe-calls=20000]\n"
           "                   [--gangs] [--no-gangs] [--gang-sizes=8,64,512] [--gang-rounds=N]\n"
           "                   [--queues] [--simulate[=NODESxJOBS]] [--lock-hold[=SECONDS]]\n"
+          "                   [--transport[=SECONDS]]\n"
           "                   [--gang-size=512]\n"
           "  probe kinds: noop filter prioritize noop-prioritize raw inproc-filter\n"
           "               inproc-prioritize inproc-reject inproc-filter-full inproc-prioritize-full\n"
@@ -269,40 +279,7 @@ int64_t HeapInUse() {
   return static_cast<int64_t>(mi.uordblks + mi.hblkhd);
 }
 
-/// A field of /proc/self/status in KiB (VmHWM, VmRSS), or -1.
-int64_t ProcStatusKiB(std::string_view field) {
-  std::ifstream in("/proc/self/status");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.compare(0, field.size(), field) == 0 && line.size() > field.size() &&
-        line[field.size()] == ':') {
-      return std::stoll(line.substr(field.size() + 1));
-    }
-  }
-  return -1;
-}
-
-/// Resets the kernel's RSS high-water mark (VmHWM) so the next stage reports its own peak.
-void ResetPeakRss() {
-  std::ofstream out("/proc/self/clear_refs");
-  out << "5";
-}
-
 int64_t PeakRssSinceResetKiB() { return std::max(ProcStatusKiB("VmHWM"), CurrentRssKiB()); }
-
-double CpuSeconds() {
-  rusage u{};
-  ::getrusage(RUSAGE_SELF, &u);
-  return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
-         static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
-}
-
-std::string LoadAverage() {
-  std::ifstream in("/proc/loadavg");
-  std::string a, b, c;
-  in >> a >> b >> c;
-  return StrCat(a, " ", b, " ", c);
-}
 
 std::string CpuModel() {
   std::ifstream in("/proc/cpuinfo");
@@ -2324,6 +2301,7 @@ int Main(int argc, char** argv) {
   if (o->queues_only) return RunQueueBench(o->quick);
   if (o->simulate_only) return RunSimBench(o->quick, o->simulate_size);
   if (o->lock_only) return RunLockBench(o->quick, o->lock_seconds);
+  if (o->transport_only) return RunTransportBench(o->quick, o->transport_seconds);
   if (!o->probe.empty()) return RunProbe(*o);
   PrintEnvironment(*o);
   if (o->gangs_only) {
