@@ -4,8 +4,8 @@
 /// clusters and drives it over loopback with the keep-alive client of bench/loadgen.h, as
 /// kube-scheduler does. Every cell is measured together with two baselines that carry exactly
 /// the same bytes in both directions, interleaved round by round in the same run:
-///   noop  - a do-nothing POST route on the same cpp-httplib server (same transport path as the
-///           verbs) that returns a canned copy of the verb's reply;
+///   noop  - a do-nothing POST route on berth's own server (same transport path as the verbs)
+///           that returns a canned copy of the verb's reply;
 ///   raw   - a minimal blocking-socket HTTP/1.1 server in this process (one thread per
 ///           connection, one send per reply): the transport floor on this machine.
 /// Then it measures the cluster model: load time, bytes per node and per pod, event cost.
@@ -1229,7 +1229,7 @@ void TransportStudy(Bench& b, const Options& o) {
     std::optional<Emulation> emu;  // nullopt: berth's httplib server (noop route)
   };
   std::vector<Variant> variants = {
-      {"httplib noop route (berth's server)", std::nullopt},
+      {"berth's server, noop route", std::nullopt},
       {"httplib + buffered Stream (prototype)", std::nullopt},
       {"raw: 1 recv loop, 1 send", Emulation{}},
       {"raw + keep-alive wait (poll 10 ms, sleep 1 ms)", Emulation{.keepalive_poll = true}},
@@ -2213,15 +2213,16 @@ void PrintEnvironment(const Options& o) {
               std::thread::hardware_concurrency(), u.sysname, u.release);
   std::printf("  compiler: g++ %s; build type %s; flags: %s\n", __VERSION__, BERTH_BENCH_BUILD_TYPE,
               BERTH_BENCH_CXX_FLAGS);
-  std::printf("  cpp-httplib %s (system shared library; CPPHTTPLIB_RECV_BUFSIZ %zu, "
-              "CPPHTTPLIB_THREAD_POOL_COUNT default replaced by berth); simdjson %s; nlohmann_json %d.%d.%d\n",
+  std::printf("  cpp-httplib %s (system shared library, CPPHTTPLIB_RECV_BUFSIZ %zu: the transport "
+              "study's prototype row only); simdjson %s; nlohmann_json %d.%d.%d\n",
               CPPHTTPLIB_VERSION, static_cast<size_t>(CPPHTTPLIB_RECV_BUFSIZ),
               BERTH_BENCH_STR(SIMDJSON_VERSION), NLOHMANN_JSON_VERSION_MAJOR, NLOHMANN_JSON_VERSION_MINOR,
               NLOHMANN_JSON_VERSION_PATCH);
-  std::printf("  berth's httplib settings: TCP_NODELAY on, keep-alive max count unlimited, keep-alive "
-              "timeout %d s, read/write timeout %d s, %d worker threads, payload limit %zu MiB, no "
-              "compression; one catch-all POST regex route\n",
-              ho.keep_alive_seconds, ho.read_timeout_seconds, ho.threads, ho.max_body_bytes >> 20);
+  std::printf("  berth's server: its own epoll loop (extender/http_server.cc), one I/O thread and %d "
+              "workers, TCP_NODELAY on, keep-alive timeout %d s, header deadline %d s, body timeout "
+              "%d s, body limit %zu MiB, %zu MiB in flight, no compression\n",
+              ho.threads, ho.keep_alive_seconds, ho.header_timeout_seconds, ho.read_timeout_seconds,
+              ho.max_body_bytes >> 20, ho.max_bytes_in_flight >> 20);
   std::printf("  client: bench/loadgen.h keep-alive HTTP/1.1 client, TCP_NODELAY, one sendmsg per "
               "request, same process and same cores as the server\n");
   std::printf("  CPUs this run may use: %s%s\n", AllowedCpus().c_str(),

@@ -673,9 +673,7 @@ int RunTransportBench(bool quick, double seconds) {
   // The two servers as `berth serve --listen ... --ops-listen ...` runs them.
   extender::HttpServer verbs(&service, extender::HttpServerOptions{.max_body_bytes = 64u << 20,
                                                                    .threads = 64});
-  extender::HttpServer ops(&service, extender::HttpServerOptions{.max_body_bytes = 4096,
-                                                                 .threads = 8,
-                                                                 .read_only = true});
+  extender::HttpServer ops(&service, extender::OpsServerOptions());
   absl::StatusOr<int> verbs_port = verbs.Start("127.0.0.1", 0);
   absl::StatusOr<int> ops_port = ops.Start("0.0.0.0", 0);
   if (!verbs_port.ok() || !ops_port.ok()) {
