@@ -4,8 +4,8 @@
 /// clusters and drives it over loopback with the keep-alive client of bench/loadgen.h, as
 /// kube-scheduler does. Every cell is measured together with two baselines that carry exactly
 /// the same bytes in both directions, interleaved round by round in the same run:
-///   noop  - a do-nothing POST route on the same cpp-httplib server (same transport path as the
-///           verbs) that returns a canned copy of the verb's reply;
+///   noop  - a do-nothing POST route on berth's own server (same transport path as the verbs)
+///           that returns a canned copy of the verb's reply;
 ///   raw   - a minimal blocking-socket HTTP/1.1 server in this process (one thread per
 ///           connection, one send per reply): the transport floor on this machine.
 /// Then it measures the cluster model: load time, bytes per node and per pod, event cost.
@@ -23,6 +23,7 @@
 ///                    [--probe=inproc-gang-admit|inproc-gang-member|inproc-gang-plain
 ///                     --gang-size=512]
 ///                    [--lock-hold[=SECONDS]]  (the model's exclusive lock: bench/lock_bench.cc)
+///                    [--transport[=SECONDS]]  (hostile clients, large bodies: bench/transport_bench.cc)
 /// Latency runs: `taskset -c 0 berth_bench` (see docs/performance.md, "Method").
 /// Exits non-zero when any request failed or any reply was wrong (never on timing).
 
@@ -64,6 +65,7 @@
 #include "bench/lock_bench.h"
 #include "bench/queue_bench.h"
 #include "bench/sim_bench.h"
+#include "bench/transport_bench.h"
 #include "bench/loadgen.h"
 #include "core/clock.h"
 #include "core/cluster_model.h"
@@ -136,6 +138,8 @@ struct Options {
   bool queues_only = false;   // --queues: only the queue section (issue 6)
   bool simulate_only = false; // --simulate: only the simulator section (issue 14)
   bool lock_only = false;     // --lock-hold: only the model-lock section (issue 15)
+  bool transport_only = false;  // --transport: only the transport section (issue 16)
+  double transport_seconds = 0; // --transport=SECONDS per phase; 0: 10 (0.5 with --quick)
   double lock_seconds = 0;    // --lock-hold=SECONDS per phase; 0: 5 (0.3 with --quick)
   std::string simulate_size;  // --simulate=NODExJOBS, e.g. 5000x50000
   std::vector<int> gang_sizes = {8, 64, 512};
@@ -181,6 +185,11 @@ std::optional<Options> ParseArgs(int argc, char** argv) {
     } else if (ParseFlag(arg, "--lock-hold", &v)) {
       o.lock_only = true;
       if (!v.empty()) o.lock_seconds = std::stod(v);
+    } else if (arg == "--transport") {
+      o.transport_only = true;
+    } else if (ParseFlag(arg, "--transport", &v)) {
+      o.transport_only = true;
+      o.transport_seconds = std::atof(v.c_str());
     } else if (arg == "--no-gangs") {
       o.gangs = false;
     } else if (ParseFlag(arg, "--gang-sizes", &v)) {
@@ -237,6 +246,7 @@ std::optional<Options> ParseArgs(int argc, char** argv) {
           "                   [--dump-replies=DIR] [--probe=KIND] [--probe-calls=20000]\n"
           "                   [--gangs] [--no-gangs] [--gang-sizes=8,64,512] [--gang-rounds=N]\n"
           "                   [--queues] [--simulate[=NODESxJOBS]] [--lock-hold[=SECONDS]]\n"
+          "                   [--transport[=SECONDS]]\n"
           "                   [--gang-size=512]\n"
           "  probe kinds: noop filter prioritize noop-prioritize raw inproc-filter\n"
           "               inproc-prioritize inproc-reject inproc-filter-full inproc-prioritize-full\n"
@@ -269,40 +279,7 @@ int64_t HeapInUse() {
   return static_cast<int64_t>(mi.uordblks + mi.hblkhd);
 }
 
-/// A field of /proc/self/status in KiB (VmHWM, VmRSS), or -1.
-int64_t ProcStatusKiB(std::string_view field) {
-  std::ifstream in("/proc/self/status");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.compare(0, field.size(), field) == 0 && line.size() > field.size() &&
-        line[field.size()] == ':') {
-      return std::stoll(line.substr(field.size() + 1));
-    }
-  }
-  return -1;
-}
-
-/// Resets the kernel's RSS high-water mark (VmHWM) so the next stage reports its own peak.
-void ResetPeakRss() {
-  std::ofstream out("/proc/self/clear_refs");
-  out << "5";
-}
-
 int64_t PeakRssSinceResetKiB() { return std::max(ProcStatusKiB("VmHWM"), CurrentRssKiB()); }
-
-double CpuSeconds() {
-  rusage u{};
-  ::getrusage(RUSAGE_SELF, &u);
-  return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
-         static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
-}
-
-std::string LoadAverage() {
-  std::ifstream in("/proc/loadavg");
-  std::string a, b, c;
-  in >> a >> b >> c;
-  return StrCat(a, " ", b, " ", c);
-}
 
 std::string CpuModel() {
   std::ifstream in("/proc/cpuinfo");
@@ -1252,7 +1229,7 @@ void TransportStudy(Bench& b, const Options& o) {
     std::optional<Emulation> emu;  // nullopt: berth's httplib server (noop route)
   };
   std::vector<Variant> variants = {
-      {"httplib noop route (berth's server)", std::nullopt},
+      {"berth's server, noop route", std::nullopt},
       {"httplib + buffered Stream (prototype)", std::nullopt},
       {"raw: 1 recv loop, 1 send", Emulation{}},
       {"raw + keep-alive wait (poll 10 ms, sleep 1 ms)", Emulation{.keepalive_poll = true}},
@@ -2236,15 +2213,16 @@ void PrintEnvironment(const Options& o) {
               std::thread::hardware_concurrency(), u.sysname, u.release);
   std::printf("  compiler: g++ %s; build type %s; flags: %s\n", __VERSION__, BERTH_BENCH_BUILD_TYPE,
               BERTH_BENCH_CXX_FLAGS);
-  std::printf("  cpp-httplib %s (system shared library; CPPHTTPLIB_RECV_BUFSIZ %zu, "
-              "CPPHTTPLIB_THREAD_POOL_COUNT default replaced by berth); simdjson %s; nlohmann_json %d.%d.%d\n",
+  std::printf("  cpp-httplib %s (system shared library, CPPHTTPLIB_RECV_BUFSIZ %zu: the transport "
+              "study's prototype row only); simdjson %s; nlohmann_json %d.%d.%d\n",
               CPPHTTPLIB_VERSION, static_cast<size_t>(CPPHTTPLIB_RECV_BUFSIZ),
               BERTH_BENCH_STR(SIMDJSON_VERSION), NLOHMANN_JSON_VERSION_MAJOR, NLOHMANN_JSON_VERSION_MINOR,
               NLOHMANN_JSON_VERSION_PATCH);
-  std::printf("  berth's httplib settings: TCP_NODELAY on, keep-alive max count unlimited, keep-alive "
-              "timeout %d s, read/write timeout %d s, %d worker threads, payload limit %zu MiB, no "
-              "compression; one catch-all POST regex route\n",
-              ho.keep_alive_seconds, ho.read_timeout_seconds, ho.threads, ho.max_body_bytes >> 20);
+  std::printf("  berth's server: its own epoll loop (extender/http_server.cc), one I/O thread and %d "
+              "workers, TCP_NODELAY on, keep-alive timeout %d s, header deadline %d s, body timeout "
+              "%d s, body limit %zu MiB, %zu MiB in flight, no compression\n",
+              ho.threads, ho.keep_alive_seconds, ho.header_timeout_seconds, ho.read_timeout_seconds,
+              ho.max_body_bytes >> 20, ho.max_bytes_in_flight >> 20);
   std::printf("  client: bench/loadgen.h keep-alive HTTP/1.1 client, TCP_NODELAY, one sendmsg per "
               "request, same process and same cores as the server\n");
   std::printf("  CPUs this run may use: %s%s\n", AllowedCpus().c_str(),
@@ -2324,6 +2302,7 @@ int Main(int argc, char** argv) {
   if (o->queues_only) return RunQueueBench(o->quick);
   if (o->simulate_only) return RunSimBench(o->quick, o->simulate_size);
   if (o->lock_only) return RunLockBench(o->quick, o->lock_seconds);
+  if (o->transport_only) return RunTransportBench(o->quick, o->transport_seconds);
   if (!o->probe.empty()) return RunProbe(*o);
   PrintEnvironment(*o);
   if (o->gangs_only) {

@@ -17,6 +17,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
 #include <latch>
 #include <thread>
 #include <utility>
@@ -712,6 +713,34 @@ int64_t PeakRssKiB() {
   // ru_maxrss is in KiB on Linux. The kernel updates its high-water mark
   // lazily, so the current figure can be slightly above it.
   return std::max(static_cast<int64_t>(usage.ru_maxrss), CurrentRssKiB());
+}
+
+int64_t ProcStatusKiB(std::string_view field) {
+  std::ifstream in("/proc/self/status");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.compare(0, field.size(), field) == 0 && line.size() > field.size() &&
+        line[field.size()] == ':') {
+      return std::stoll(line.substr(field.size() + 1));
+    }
+  }
+  return -1;
+}
+
+void ResetPeakRss() { std::ofstream("/proc/self/clear_refs") << "5"; }
+
+double CpuSeconds() {
+  rusage u{};
+  ::getrusage(RUSAGE_SELF, &u);
+  return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
+         static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
+}
+
+std::string LoadAverage() {
+  std::ifstream in("/proc/loadavg");
+  std::string a, b, c;
+  in >> a >> b >> c;
+  return a + " " + b + " " + c;
 }
 
 int64_t CurrentRssKiB() {

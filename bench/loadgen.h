@@ -186,6 +186,18 @@ int64_t PeakRssKiB();
 /// or -1 when it cannot be read.
 int64_t CurrentRssKiB();
 
+/// A field of /proc/self/status in KiB (VmRSS, VmHWM), or -1.
+int64_t ProcStatusKiB(std::string_view field);
+
+/// Resets the kernel's RSS high-water mark (VmHWM), so it reports the peak from now on.
+void ResetPeakRss();
+
+/// CPU time this process has used (user and system), in seconds.
+double CpuSeconds();
+
+/// The load averages over 1, 5 and 15 minutes, as /proc/loadavg gives them ("0.52 0.61 0.70").
+std::string LoadAverage();
+
 /// "p50 X us p99 Y us, Z req/s, N errors".
 std::string Describe(const RunResult& result);
 

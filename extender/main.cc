@@ -260,8 +260,7 @@ int Serve() {
   if (!bound.ok()) return Fail(ToStd(bound.status().message()));
   std::unique_ptr<HttpServer> ops_server;
   if (!ops_host.empty()) {
-    ops_server = std::make_unique<HttpServer>(
-        &service, HttpServerOptions{.max_body_bytes = 4096, .threads = 8, .read_only = true});
+    ops_server = std::make_unique<HttpServer>(&service, OpsServerOptions());
     absl::StatusOr<int> ops_bound = ops_server->Start(ops_host, ops_port);
     if (!ops_bound.ok()) return Fail(StrCat("--ops-listen: ", ops_bound.status().message()));
   }

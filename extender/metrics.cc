@@ -135,6 +135,48 @@ std::vector<std::pair<std::string, uint64_t>> LabeledCounter::Snapshot() const {
   return {counts_.begin(), counts_.end()};
 }
 
+void TransportMetrics::Write(PromWriter& w) const {
+  // One sample per listener of the value `get` reads from its metrics.
+  auto per_listener = [&](std::string_view name, std::string_view type, std::string_view help,
+                          auto get) {
+    w.Family(name, type, help);
+    for (size_t l = 0; l < listeners.size(); ++l) {
+      w.Sample(name, {{"listener", kListenerNames[l]}}, static_cast<double>(get(listeners[l])));
+    }
+  };
+  // One sample per listener and reason.
+  auto per_reason = [&](std::string_view name, std::string_view help, const auto& names,
+                        auto counters) {
+    w.Family(name, "counter", help);
+    for (size_t l = 0; l < listeners.size(); ++l) {
+      for (size_t r = 0; r < names.size(); ++r) {
+        w.Sample(name, {{"listener", kListenerNames[l]}, {"reason", names[r]}},
+                 static_cast<double>((listeners[l].*counters)[r].load()));
+      }
+    }
+  };
+  per_listener("berth_http_connections_accepted_total", "counter",
+               "Connections accepted, by listener (verbs, ops).",
+               [](const ListenerMetrics& m) { return m.accepted.load(); });
+  per_reason("berth_http_connections_refused_total",
+             "Connections answered 503 and closed as soon as accepted, by listener and reason "
+             "(max_connections, max_connections_per_peer, fd_limit).",
+             ListenerMetrics::kRefusedNames, &ListenerMetrics::refused);
+  per_reason("berth_http_connections_closed_total",
+             "Accepted connections closed, by listener and reason (done, peer, idle_timeout, "
+             "header_timeout, body_timeout, write_timeout, bad_request, too_large, busy, evicted, "
+             "shutdown, error).",
+             ListenerMetrics::kClosedNames, &ListenerMetrics::closed);
+  per_listener("berth_http_connections_open", "gauge", "Connections open now, by listener.",
+               [](const ListenerMetrics& m) { return m.open.load(); });
+  per_listener("berth_http_bytes_in_flight", "gauge",
+               "Request bodies held and replies not yet taken by their client, in bytes, by listener.",
+               [](const ListenerMetrics& m) { return m.bytes_in_flight.load(); });
+  per_listener("berth_http_requests_waited_for_memory_total", "counter",
+               "Requests whose body waited for room under the listener's in-flight byte limit.",
+               [](const ListenerMetrics& m) { return m.waited_for_memory.load(); });
+}
+
 void Metrics::Write(PromWriter& w) const {
   auto per_verb = [&](std::string_view name, std::string_view help,
                       const std::array<std::atomic<uint64_t>, 4>& values) {
@@ -143,6 +185,7 @@ void Metrics::Write(PromWriter& w) const {
       w.Sample(name, {{"verb", kVerbNames[i]}}, static_cast<double>(values[i].load()));
     }
   };
+  transport.Write(w);
   per_verb("berth_requests_total", "Extender calls received, by verb.", requests);
   per_verb("berth_request_errors_total",
            "Extender calls answered with an HTTP error (undecodable or refused input), by verb.",

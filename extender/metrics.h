@@ -75,6 +75,57 @@ class LabeledCounter {
   std::map<std::string, uint64_t, std::less<>> counts_ ABSL_GUARDED_BY(mu_);
 };
 
+/// Connections and request bodies of one HTTP listener (extender/http_server.h). Written by the
+/// server's event loop, read at scrape time.
+struct ListenerMetrics {
+  /// Why a connection was closed as soon as it was accepted (after a 503).
+  enum class Refused : uint8_t { kMaxConnections, kPerPeer, kFdLimit, kCount };
+  static constexpr std::array<std::string_view, 3> kRefusedNames = {
+      "max_connections", "max_connections_per_peer", "fd_limit"};
+  /// Why an accepted connection was closed.
+  enum class Closed : uint8_t {
+    kDone,           ///< the client asked (Connection: close, HTTP/1.0) or the request limit
+    kPeer,           ///< the client closed it
+    kIdleTimeout,    ///< kept alive without a request for the idle timeout
+    kHeaderTimeout,  ///< the request head did not arrive within its deadline
+    kBodyTimeout,    ///< the body did not arrive within its deadline (408)
+    kWriteTimeout,   ///< the client did not take the response
+    kBadRequest,     ///< malformed or unsupported request (400, 411, 414, 415, 417, 431, 501)
+    kTooLarge,       ///< body over the limit (413)
+    kBusy,           ///< no memory for the body within its deadline (503)
+    kEvicted,        ///< idle, closed to make room for a new connection at max_connections
+    kShutdown,       ///< the server stopped
+    kError,          ///< a socket error
+    kCount
+  };
+  static constexpr std::array<std::string_view, 12> kClosedNames = {
+      "done",       "peer",          "idle_timeout", "header_timeout", "body_timeout", "write_timeout",
+      "bad_request", "too_large",    "busy",         "evicted",        "shutdown",     "error"};
+
+  std::atomic<uint64_t> accepted{0};
+  std::array<std::atomic<uint64_t>, static_cast<size_t>(Refused::kCount)> refused{};
+  std::array<std::atomic<uint64_t>, static_cast<size_t>(Closed::kCount)> closed{};
+  std::atomic<int64_t> open{0};
+  /// Request bodies held (being received, waiting for or in a worker) and replies not yet taken.
+  std::atomic<int64_t> bytes_in_flight{0};
+  /// Requests whose body waited for room under the in-flight limit.
+  std::atomic<uint64_t> waited_for_memory{0};
+
+  void Refuse(Refused r) { ++refused[static_cast<size_t>(r)]; }
+  void Close(Closed c) { ++closed[static_cast<size_t>(c)]; }
+};
+
+/// The HTTP listeners: the verb port and the read-only operations port (--ops-listen).
+struct TransportMetrics {
+  enum Listener : uint8_t { kVerbs = 0, kOps = 1 };
+  static constexpr std::array<std::string_view, 2> kListenerNames = {"verbs", "ops"};
+  std::array<ListenerMetrics, 2> listeners;
+
+  /// Writes berth_http_connections_{accepted,refused,closed}_total, berth_http_connections_open,
+  /// berth_http_bytes_in_flight and berth_http_requests_waited_for_memory_total.
+  void Write(PromWriter& w) const;
+};
+
 /// The verbs kube-scheduler calls.
 enum class VerbKind : uint8_t { kFilter, kPrioritize, kBind, kPreempt };
 inline constexpr std::array<std::string_view, 4> kVerbNames = {"filter", "prioritize", "bind",
@@ -95,6 +146,7 @@ struct Metrics {
   std::atomic<uint64_t> gang_admissions{0};
   std::atomic<uint64_t> gang_timeouts{0};
   std::atomic<uint64_t> nudges{0};
+  TransportMetrics transport;
 
   /// Writes every counter and histogram family.
   void Write(PromWriter& w) const;

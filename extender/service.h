@@ -232,6 +232,10 @@ class Service {
   int Housekeeping();
 
   void SetReady(bool ready) { ready_.store(ready); }
+  /// Whether the model is loaded (what /readyz answers).
+  bool ready() const { return ready_.load(); }
+  /// The HTTP servers' connection counters, exposed on GET /metrics with the rest.
+  TransportMetrics& transport_metrics() const { return metrics_.transport; }
   const ServiceOptions& options() const { return options_; }
   core::ClusterModel& model() { return *model_; }
 
