@@ -725,7 +725,8 @@ void VerifyReplies(const ClusterProfile& p, const std::vector<int>& cand,
 
 /// The generated JSON decodes to the same objects the fast generator builds.
 void VerifyGenerators(const ClusterProfile& p) {
-  core::ResourceNames names;
+  core::ResourceNames table;
+  core::ResourceNameScope names(table);
   auto same_resources = [](const core::ResourceVector& a, const core::ResourceVector& b) {
     for (core::ResourceId id = 0; id < core::kNumWellKnownResources; ++id) {
       if (a.Get(id) != b.Get(id)) return false;
@@ -1723,8 +1724,16 @@ class GangBench {
   absl::StatusOr<core::Pod> DecodePodJson(const std::string& json) {
     absl::StatusOr<extender::JsonDocument> doc = extender::JsonDocument::Parse(json);
     if (!doc.ok()) return doc.status();
-    return extender::DecodePod(doc->root().get_object().value(), model_->resources(),
-                               extender::JsonPath{});
+    core::ResourceNameScope names(model_->resources());
+    absl::StatusOr<core::Pod> pod =
+        extender::DecodePod(doc->root().get_object().value(), names, extender::JsonPath{});
+    if (!pod.ok()) return pod.status();
+    core::ResourceVector* request[] = {&pod->request};
+    if (absl::Status s = core::ResolveProvisionalIds(model_->resources(), names.provisional(), request);
+        !s.ok()) {
+      return s;
+    }
+    return pod;
   }
 
   GangCluster cluster_;

@@ -1,9 +1,14 @@
 #include "core/cluster_model.h"
 
 #include <algorithm>
+#include <map>
 #include <mutex>
+#include <span>
+#include <string>
+#include <string_view>
 
 #include <utility>
+#include <vector>
 
 #include "core/strings.h"
 
@@ -160,6 +165,32 @@ ModelEvent DeleteEventFor(const ModelEvent& upsert) {
       upsert);
 }
 
+absl::Status ResolveEventResources(ResourceNames& names, ModelEvent& event) {
+  return std::visit(
+      [&](auto& e) -> absl::Status {
+        using T = std::decay_t<decltype(e)>;
+        auto resolve = [&](std::vector<std::string>& provisional,
+                           std::span<ResourceVector* const> vectors) {
+          absl::Status s = ResolveProvisionalIds(names, provisional, vectors);
+          if (s.ok()) provisional.clear();
+          return s;
+        };
+        if constexpr (std::is_same_v<T, NodeUpsert>) {
+          ResourceVector* vectors[] = {&e.node.capacity, &e.node.allocatable};
+          return resolve(e.new_resources, vectors);
+        } else if constexpr (std::is_same_v<T, PodUpsert>) {
+          ResourceVector* vectors[] = {&e.pod.request};
+          return resolve(e.new_resources, vectors);
+        } else if constexpr (std::is_same_v<T, PodGroupUpsert>) {
+          ResourceVector* vectors[] = {&e.podgroup.min_resources};
+          return resolve(e.new_resources, vectors);
+        } else {
+          return absl::OkStatus();
+        }
+      },
+      event);
+}
+
 // ---- ClusterModel (the writer) ---------------------------------------------------------------
 
 ClusterModel::ClusterModel(const Clock* clock) : clock_(clock) {}
@@ -208,20 +239,43 @@ ApplyStats ClusterModel::Apply(std::span<const ModelEvent> events) {
   WriterLock lock(mu_);
   SweepGangTombstones();
   for (const ModelEvent& event : events) {
-    ++generation_;
     // The annotation lets the analysis check the calls below: the lambda runs under `lock`.
     std::visit(
         [&](const auto& e) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
           using T = std::decay_t<decltype(e)>;
           if constexpr (std::is_same_v<T, NodeUpsert>) {
-            UpsertNode(e.node, &stats);
-          } else if constexpr (std::is_same_v<T, NodeDelete>) {
-            DeleteNode(e.name, &stats);
+            Node node = e.node;
+            if (absl::Status s = PrepareNode(node, e.new_resources); !s.ok()) {
+              stats.refused.push_back(StrCat("node ", e.node.name, ": ", s.message()));
+              return;
+            }
+            ++generation_;
+            UpsertNode(std::move(node), &stats);
           } else if constexpr (std::is_same_v<T, PodUpsert>) {
-            UpsertPod(e.pod, &stats);
+            Pod pod = e.pod;
+            if (absl::Status s = PreparePod(pod, e.new_resources); !s.ok()) {
+              stats.refused.push_back(StrCat("pod ", e.pod.Key(), ": ", s.message()));
+              return;
+            }
+            ++generation_;
+            UpsertPod(std::move(pod), &stats);
+          } else if constexpr (std::is_same_v<T, PodGroupUpsert>) {
+            PodGroupUpsert group = e;
+            if (absl::Status s = PreparePodGroup(group.podgroup, e.new_resources); !s.ok()) {
+              stats.refused.push_back(StrCat("PodGroup ", e.podgroup.Key(), ": ", s.message()));
+              return;
+            }
+            group.new_resources.clear();
+            ++generation_;
+            ApplyKind(ModelEvent(std::move(group)), &stats);
+          } else if constexpr (std::is_same_v<T, NodeDelete>) {
+            ++generation_;
+            DeleteNode(e.name, &stats);
           } else if constexpr (std::is_same_v<T, PodDelete>) {
+            ++generation_;
             DeletePod(e, &stats);
           } else {
+            ++generation_;
             ApplyKind(event, &stats);
           }
         },
@@ -292,6 +346,158 @@ void ClusterModel::ApplyKind(const ModelEvent& event, ApplyStats* stats) {
         // Nodes and pods are applied by Apply itself and never reach here.
       },
       event);
+}
+
+namespace {
+
+__extension__ typedef __int128 Int128;
+
+/// A change to node totals (requested + assumed + reserved, per resource), summed exactly in
+/// 128 bits so that it can be checked before anything is changed.
+class TotalsChange {
+ public:
+  /// `slot` may be kNoNode: a node slot the change would create (its totals start at zero).
+  void Add(NodeSlot slot, const ResourceVector& v, int sign) {
+    auto it = std::find_if(d_.begin(), d_.end(), [&](const auto& e) { return e.first == slot; });
+    if (it == d_.end()) it = d_.insert(d_.end(), {slot, {}});
+    if (it->second.size() < v.size()) it->second.resize(v.size(), 0);
+    for (size_t i = 0; i < v.size(); ++i) {
+      it->second[i] += static_cast<Int128>(sign) * v.Get(static_cast<ResourceId>(i));
+    }
+  }
+
+  /// \return OutOfRange, naming the resource and the node, when a total would not fit.
+  absl::Status Check(const std::deque<NodeState>& nodes, const ResourceNames& names,
+                     std::string_view node_name_if_new) const {
+    for (const auto& [slot, delta] : d_) {
+      const NodeState* n = slot == kNoNode ? nullptr : &nodes[slot];
+      for (size_t i = 0; i < delta.size(); ++i) {
+        const auto id = static_cast<ResourceId>(i);
+        Int128 total = delta[i];
+        if (n != nullptr) {
+          total += static_cast<Int128>(n->requested.Get(id)) + n->assumed.Get(id) +
+                   n->reserved.Get(id);
+        }
+        if (total > ResourceVector::kMaxAmount || total < 0) {
+          return absl::OutOfRangeError(StrCat(
+              "requests.", names.Name(id), ": node ",
+              n != nullptr ? std::string_view(n->node.name) : node_name_if_new,
+              " would hold more ", names.Name(id),
+              " than berth can count (its requested + in-flight + reserved total would exceed ",
+              ResourceVector::kMaxAmount, names.Scale(id) == ResourceScale::kMilli ? "m" : "",
+              "); refused, the node's totals are unchanged"));
+        }
+      }
+    }
+    return absl::OkStatus();
+  }
+
+ private:
+  std::vector<std::pair<NodeSlot, std::vector<Int128>>> d_;
+};
+
+// The name of a table id, or of a provisional one among `provisional`.
+std::string_view NameOf(ResourceId id, const ResourceNames& names,
+                        std::span<const std::string> provisional) {
+  if (IsProvisional(id)) {
+    const size_t i = id - ResourceNameScope::kFirstProvisional;
+    return i < provisional.size() ? std::string_view(provisional[i]) : "<unknown-resource>";
+  }
+  return names.Name(id);
+}
+
+absl::Status CheckNotNegative(const ResourceVector& v, std::string_view field,
+                              const ResourceNames& names,
+                              std::span<const std::string> provisional = {}) {
+  for (size_t i = 0; i < v.size(); ++i) {
+    const auto id = static_cast<ResourceId>(i);
+    if (v.Get(id) < 0) {
+      return absl::InvalidArgumentError(StrCat(field, ".", NameOf(id, names, provisional),
+                                               ": must not be negative, got ", v.Get(id)));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+// Each Prepare* checks first and resolves provisional ids last: resolving is the only step that
+// changes anything (the name table), so an object refused for any reason adds no name.
+
+absl::Status ClusterModel::PrepareNode(Node& node, std::span<const std::string> new_resources) {
+  if (absl::Status s = CheckNotNegative(node.capacity, "status.capacity", *resources_,
+                                        new_resources);
+      !s.ok()) {
+    return s;
+  }
+  if (absl::Status s = CheckNotNegative(node.allocatable, "status.allocatable", *resources_,
+                                        new_resources);
+      !s.ok()) {
+    return s;
+  }
+  ResourceVector* vectors[] = {&node.capacity, &node.allocatable};
+  if (absl::Status s = ResolveProvisionalIds(*resources_, new_resources, vectors); !s.ok()) {
+    return absl::Status(s.code(), StrCat("status.capacity/allocatable: ", s.message()));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ClusterModel::PreparePod(Pod& pod, std::span<const std::string> new_resources) {
+  if (absl::Status s = CheckNotNegative(pod.request, "requests", *resources_, new_resources);
+      !s.ok()) {
+    return s;
+  }
+  // A resource new to the table has no total on any node yet, so provisional ids can be
+  // checked as they are (a node's Get() of an id it lacks is 0).
+  if (absl::Status s = CheckPodTotals(pod); !s.ok()) return s;
+  ResourceVector* vectors[] = {&pod.request};
+  if (absl::Status s = ResolveProvisionalIds(*resources_, new_resources, vectors); !s.ok()) {
+    return absl::Status(s.code(), StrCat("requests: ", s.message()));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ClusterModel::PreparePodGroup(PodGroup& group,
+                                           std::span<const std::string> new_resources) {
+  if (absl::Status s = CheckNotNegative(group.min_resources, "spec.minResources", *resources_,
+                                        new_resources);
+      !s.ok()) {
+    return s;
+  }
+  ResourceVector* vectors[] = {&group.min_resources};
+  if (absl::Status s = ResolveProvisionalIds(*resources_, new_resources, vectors); !s.ok()) {
+    return absl::Status(s.code(), StrCat("spec.minResources: ", s.message()));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ClusterModel::CheckPodTotals(const Pod& pod) const {
+  // Everything UpsertPod (with RemovePodSlot, Uncount, Count and ReconcileLedger) adds to and
+  // takes from node totals, in the same cases.
+  TotalsChange change;
+  auto release_ledger_and_reservation = [&](std::string_view uid) {
+    if (auto it = ledger_.find(uid); it != ledger_.end()) change.Add(it->second.node, it->second.request, -1);
+    if (auto it = reservations_.find(uid); it != reservations_.end()) {
+      change.Add(it->second.node, it->second.request, -1);
+    }
+  };
+  if (auto it = pod_by_name_.find(std::make_pair(std::string_view(pod.ns),
+                                                 std::string_view(pod.name)));
+      it != pod_by_name_.end() && pods_[it->second].pod.uid != pod.uid) {
+    const PodState& old = pods_[it->second];
+    release_ledger_and_reservation(old.pod.uid);
+    if (old.counted_on != kNoNode) change.Add(old.counted_on, old.pod.request, -1);
+  }
+  if (auto it = pod_by_uid_.find(pod.uid); it != pod_by_uid_.end()) {
+    const PodState& old = pods_[it->second];
+    if (old.counted_on != kNoNode) change.Add(old.counted_on, old.pod.request, -1);
+  }
+  const bool placed = !pod.node_name.empty() && !IsTerminal(pod.phase);
+  if (!pod.node_name.empty() || IsTerminal(pod.phase)) release_ledger_and_reservation(pod.uid);
+  if (!placed) return absl::OkStatus();  // nothing is added anywhere
+  auto nit = node_by_name_.find(pod.node_name);
+  change.Add(nit == node_by_name_.end() ? kNoNode : nit->second, pod.request, +1);
+  return change.Check(nodes_, *resources_, pod.node_name);
 }
 
 void ClusterModel::UpsertNode(Node node, ApplyStats* stats) {
@@ -605,6 +811,16 @@ absl::StatusOr<bool> ClusterModel::Assume(std::string_view uid, std::string_view
   if (check) {
     if (absl::Status s = check(*this, p, nodes_[slot]); !s.ok()) return s;
   }
+  {
+    TotalsChange change;
+    if (auto rit = reservations_.find(uid); rit != reservations_.end()) {
+      change.Add(rit->second.node, rit->second.request, -1);
+    }
+    change.Add(slot, p.pod.request, +1);
+    if (absl::Status s = change.Check(nodes_, *resources_, node); !s.ok()) {
+      return absl::Status(s.code(), StrCat("pod ", p.pod.Key(), ": ", s.message()));
+    }
+  }
   ++generation_;
   // The pod's reservation (wherever it was) becomes this in-flight bind.
   EraseReservation(uid);
@@ -687,6 +903,20 @@ absl::Status ClusterModel::Reserve(std::string_view uid, std::string_view node,
   if (check) {
     if (absl::Status s = check(*this); !s.ok()) return s;
   }
+  {
+    TotalsChange change;
+    if (auto rit = reservations_.find(uid); rit != reservations_.end()) {
+      change.Add(rit->second.node, rit->second.request, -1);
+    }
+    change.Add(slot, reservation.request, +1);
+    if (absl::Status s = CheckNotNegative(reservation.request, "reservation", *resources_);
+        !s.ok()) {
+      return s;
+    }
+    if (absl::Status s = change.Check(nodes_, *resources_, node); !s.ok()) {
+      return absl::Status(s.code(), StrCat("pod ", pod.Key(), ": ", s.message()));
+    }
+  }
   ++generation_;
   PlaceReservation(uid, slot, std::move(reservation));
   return absl::OkStatus();
@@ -724,6 +954,23 @@ absl::Status ClusterModel::ReserveAll(std::vector<ReservationRequest> requests,
   }
   if (check) {
     if (absl::Status s = check(*this); !s.ok()) return s;
+  }
+  {
+    // What PlaceReservation will do, in order: each pod's earlier reservation (held before, or
+    // placed earlier in this call) is released as its new one is placed.
+    TotalsChange change;
+    std::map<std::string_view, std::pair<NodeSlot, const ResourceVector*>> held;
+    for (const auto& [uid, r] : reservations_) held[uid] = {r.node, &r.request};
+    for (size_t i = 0; i < requests.size(); ++i) {
+      const ResourceVector& want = requests[i].reservation.request;
+      if (absl::Status s = CheckNotNegative(want, "reservation", *resources_); !s.ok()) return s;
+      if (auto it = held.find(requests[i].uid); it != held.end()) {
+        change.Add(it->second.first, *it->second.second, -1);
+      }
+      change.Add(slots[i], want, +1);
+      held[requests[i].uid] = {slots[i], &want};
+    }
+    if (absl::Status s = change.Check(nodes_, *resources_, ""); !s.ok()) return s;
   }
   ++generation_;
   for (size_t i = 0; i < requests.size(); ++i) {

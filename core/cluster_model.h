@@ -49,12 +49,14 @@ struct NodeState {
 
   /// allocatable - requested - assumed - reserved, per resource (may be negative when
   /// over-committed, or while room is held for a pod whose victims are still leaving).
+  ///
+  /// Exact: the model keeps every amount of allocatable, requested, assumed and reserved
+  /// between 0 and INT64_MAX, and requested + assumed + reserved at most INT64_MAX (it refuses
+  /// any change that would break this), so the difference always fits an int64.
   ResourceVector Free() const;
   /// Free() of one resource, without building the vector.
   int64_t FreeOf(ResourceId id) const {
-    return SaturatingSub(
-        SaturatingSub(SaturatingSub(node.allocatable.Get(id), requested.Get(id)), assumed.Get(id)),
-        reserved.Get(id));
+    return node.allocatable.Get(id) - requested.Get(id) - assumed.Get(id) - reserved.Get(id);
   }
 };
 
@@ -143,9 +145,19 @@ struct GangTombstoneLimits {
 // Model events: exactly what the Kubernetes watch (or POST /v1/events) delivers. An upsert
 // replaces the whole object of that identity; deleting an object the model lacks changes
 // nothing (watches replay deletes).
-struct NodeUpsert { Node node; };
+//
+// An upsert decoded from input may use provisional resource ids (ResourceNameScope): its
+// `new_resources` names them, and the model adds those names to its table only when it
+// commits the object (see ClusterModel::Apply).
+struct NodeUpsert {
+  Node node;
+  std::vector<std::string> new_resources;
+};
 struct NodeDelete { std::string name; };
-struct PodUpsert { Pod pod; };
+struct PodUpsert {
+  Pod pod;
+  std::vector<std::string> new_resources;
+};
 struct PodDelete {
   std::string uid;
   std::string ns;
@@ -159,7 +171,10 @@ struct PoolUpsert { Pool pool; };
 struct PoolDelete { std::string name; };
 struct QueueUpsert { Queue queue; };
 struct QueueDelete { std::string name; };
-struct PodGroupUpsert { PodGroup podgroup; };
+struct PodGroupUpsert {
+  PodGroup podgroup;
+  std::vector<std::string> new_resources;
+};
 struct PodGroupDelete { std::string ns; std::string name; };
 struct PriorityClassUpsert { PriorityClass priority_class; };
 struct PriorityClassDelete { std::string name; };
@@ -172,6 +187,12 @@ using ModelEvent =
 /// -> PodDelete{uid, ns, name}, ...); a delete event is returned as it is. For code that must
 /// forget an object it only knows by its last state (a relist that no longer shows it).
 ModelEvent DeleteEventFor(const ModelEvent& upsert);
+
+/// Gives the provisional resource ids of an upsert (its `new_resources`) their ids in `names`,
+/// interning them, and clears `new_resources`; other events are left as they are. All or
+/// nothing (see ResolveProvisionalIds). ClusterModel::Apply does this itself when it commits an
+/// object; this is for trusted input read before or without a model (the simulator, tests).
+absl::Status ResolveEventResources(ResourceNames& names, ModelEvent& event);
 
 /// Orders (namespace, name) keys and looks them up by string views without building strings.
 struct NsNameLess {
@@ -315,6 +336,11 @@ class ClusterState {
 
 /// Counts of what one Apply() changed.
 struct ApplyStats {
+  /// One message per event refused (the model is as if it had not been given), naming the
+  /// object and the field: a resource name that does not fit in the full name table, a
+  /// negative amount, or a pod whose request would take a node's total past what an int64
+  /// holds.
+  std::vector<std::string> refused;
   int nodes_upserted = 0;
   int nodes_deleted = 0;
   int pods_upserted = 0;
@@ -362,6 +388,16 @@ class ClusterModel : private ClusterState {
   void SetGangTombstoneLimits(GangTombstoneLimits limits);
 
   /// Applies events in order, atomically with respect to readers.
+  ///
+  /// Each upsert is checked before it changes anything, and refused (ApplyStats::refused; the
+  /// model and the generation stay as they were, the other events still apply) when:
+  /// - it names resources new to the table and they do not all fit (the table is full:
+  ///   ResourceNames::refusals() counts it); only here are names added to the table;
+  /// - an amount is negative;
+  /// - it is a pod that would take its node's requested + assumed + reserved of a resource
+  ///   past INT64_MAX, counting exactly what the upsert also releases (its old version, a bind
+  ///   it confirms, the room held for it).
+  /// So every total is exact, and removing what was added restores it exactly.
   ApplyStats Apply(std::span<const ModelEvent> events);
   ApplyStats Apply(const ModelEvent& event) { return Apply(std::span<const ModelEvent>(&event, 1)); }
 
@@ -377,7 +413,7 @@ class ClusterModel : private ClusterState {
   /// or its bind there has returned and awaits the watch (nothing changed, the bind succeeded);
   /// NotFound for an unknown pod or node; FailedPrecondition when the pod is bound elsewhere or
   /// another bind of it has not returned yet (kube-scheduler retries); `check`'s own error when
-  /// it refuses.
+  /// it refuses; OutOfRange when the node's total would not fit an int64.
   absl::StatusOr<bool> Assume(std::string_view uid, std::string_view node,
                               const PlacementCheck& check);
   /// The Binding was created; the entry now waits for the pod watch to confirm it.
@@ -419,6 +455,16 @@ class ClusterModel : private ClusterState {
  private:
   NodeSlot NodeSlotFor(std::string_view name) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void MaybeFreeNodeSlot(NodeSlot slot) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  /// Checks an upsert and resolves its provisional resource ids (see Apply); nothing changes
+  /// when it fails.
+  absl::Status PrepareNode(Node& node, std::span<const std::string> new_resources)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status PreparePod(Pod& pod, std::span<const std::string> new_resources)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status PreparePodGroup(PodGroup& group, std::span<const std::string> new_resources)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  /// Checks that the node totals stay within INT64_MAX after UpsertPod(pod) would run.
+  absl::Status CheckPodTotals(const Pod& pod) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void UpsertNode(Node node, ApplyStats* stats) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void DeleteNode(const std::string& name, ApplyStats* stats) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void UpsertPod(Pod pod, ApplyStats* stats) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -218,26 +218,39 @@ bool IsBerthKey(std::string_view key) {
                      [key](std::string_view p) { return key.substr(0, p.size()) == p; });
 }
 
-ResourceVector EffectiveRequest(const PodResourceSpec& spec) {
+absl::StatusOr<ResourceVector> EffectiveRequest(const PodResourceSpec& spec,
+                                                const ResourceNameScope* names) {
+  ResourceId at = 0;
+  auto overflow = [&](std::string_view sum) {
+    const std::string resource =
+        names != nullptr ? std::string(names->Name(at)) : StrCat("resource #", at);
+    return absl::OutOfRangeError(StrCat("the ", sum, " requests of ", resource,
+                                        " do not fit (more than 9223372036854775807 ",
+                                        at == kCpu ? "millicores" : "units", ")"));
+  };
   ResourceVector regular;
-  for (const ResourceVector& c : spec.containers) regular.Add(c);
+  for (const ResourceVector& c : spec.containers) {
+    if (!regular.TryAdd(c, &at)) return overflow("sum of the containers'");
+  }
   ResourceVector sidecars_so_far;
   ResourceVector init_max;
   for (const ContainerRequest& c : spec.init_containers) {
     if (c.sidecar) {
-      regular.Add(c.requests);
-      sidecars_so_far.Add(c.requests);
+      if (!regular.TryAdd(c.requests, &at)) return overflow("sum of the containers' and sidecars'");
+      if (!sidecars_so_far.TryAdd(c.requests, &at)) return overflow("sum of the sidecars'");
       init_max.MaxWith(sidecars_so_far);
     } else {
       ResourceVector with_sidecars = c.requests;
-      with_sidecars.Add(sidecars_so_far);
+      if (!with_sidecars.TryAdd(sidecars_so_far, &at)) {
+        return overflow("sum of an init container's and the sidecars'");
+      }
       init_max.MaxWith(with_sidecars);
     }
   }
   ResourceVector effective = regular;
   effective.MaxWith(init_max);
   for (const auto& [id, amount] : spec.pod_level) effective.Set(id, amount);
-  effective.Add(spec.overhead);
+  if (!effective.TryAdd(spec.overhead, &at)) return overflow("sum of the pod's and its overhead's");
   effective.Set(kPods, 1);
   return effective;
 }

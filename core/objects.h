@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "core/compact_string.h"
 #include "core/resources.h"
@@ -257,6 +258,11 @@ struct PodResourceSpec {
 /// max(sum of containers and sidecars, each init container plus the sidecars started before it);
 /// a pod-level request replaces it; `spec.overhead` is added. One unit of `pods` is added,
 /// because every pod takes one of a node's pod slots.
-ResourceVector EffectiveRequest(const PodResourceSpec& spec);
+///
+/// Exact: when a sum (containers, sidecars, an init container with the sidecars before it,
+/// overhead) does not fit an int64, the error (OutOfRange) says which sum and which resource
+/// (named by `names` when given), and no request is made up.
+absl::StatusOr<ResourceVector> EffectiveRequest(const PodResourceSpec& spec,
+                                                const ResourceNameScope* names = nullptr);
 
 }  // namespace berth::core

@@ -149,11 +149,25 @@ std::string Int128ToString(Int128 value) {
 }
 
 /// ceil(numerator / denominator) for denominator > 0, saturated to int64.
-int64_t CeilDivSaturated(Int128 numerator, Int128 denominator) {
+Int128 CeilDiv(Int128 numerator, Int128 denominator) {
   Int128 quotient = numerator / denominator;
   if (numerator % denominator > 0) ++quotient;
+  return quotient;
+}
+
+int64_t CeilDivSaturated(Int128 numerator, Int128 denominator) {
+  const Int128 quotient = CeilDiv(numerator, denominator);
   if (quotient > std::numeric_limits<int64_t>::max()) return std::numeric_limits<int64_t>::max();
   if (quotient < std::numeric_limits<int64_t>::min()) return std::numeric_limits<int64_t>::min();
+  return static_cast<int64_t>(quotient);
+}
+
+std::optional<int64_t> CeilDivExact(Int128 numerator, Int128 denominator) {
+  const Int128 quotient = CeilDiv(numerator, denominator);
+  if (quotient > std::numeric_limits<int64_t>::max() ||
+      quotient < std::numeric_limits<int64_t>::min()) {
+    return std::nullopt;
+  }
   return static_cast<int64_t>(quotient);
 }
 
@@ -262,6 +276,12 @@ Quantity Quantity::FromMilli(int64_t milli) {
 int64_t Quantity::MilliValue() const { return CeilDivSaturated(nanos_, kNanosPerMilli); }
 
 int64_t Quantity::Value() const { return CeilDivSaturated(nanos_, kNanosPerUnit); }
+
+std::optional<int64_t> Quantity::ExactMilliValue() const {
+  return CeilDivExact(nanos_, kNanosPerMilli);
+}
+
+std::optional<int64_t> Quantity::ExactValue() const { return CeilDivExact(nanos_, kNanosPerUnit); }
 
 bool Quantity::IsNegative() const { return nanos_ < 0; }
 

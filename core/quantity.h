@@ -1,6 +1,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -52,6 +53,11 @@ class Quantity {
   /// ceil(value), rounded toward +infinity (so "-500m" gives 0, "1.5" gives 2); saturates
   /// likewise. This is what kube-scheduler uses for memory, storage, pods and extended resources.
   int64_t Value() const;
+  /// MilliValue() and Value() when the result fits an int64 (no saturation); nullopt otherwise,
+  /// so that a caller can refuse a value it would otherwise hold 1000x too small
+  /// ("9223372036854775807" cores is 1000x more millicores than an int64 holds).
+  std::optional<int64_t> ExactMilliValue() const;
+  std::optional<int64_t> ExactValue() const;
   /// True when the value is strictly below zero.
   bool IsNegative() const;
   /// True when the value is exactly zero.

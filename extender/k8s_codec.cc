@@ -84,7 +84,7 @@ absl::StatusOr<ObjectMeta> DecodeObjectMeta(simdjson::dom::object obj, const Jso
 
 // Requests of one container: `resources.requests`, with limits defaulting missing requests.
 absl::StatusOr<core::ResourceVector> ContainerRequests(
-    simdjson::dom::object container, core::ResourceNames& names, const JsonPath& path,
+    simdjson::dom::object container, core::ResourceNameScope& names, const JsonPath& path,
     NameMode mode, std::vector<std::pair<std::string, int64_t>>* unknown) {
   core::ResourceVector requests;
   absl::StatusOr<std::optional<simdjson::dom::object>> res =
@@ -444,11 +444,12 @@ absl::StatusOr<core::Quantity> DecodeQuantity(simdjson::dom::element el, const J
 
 
 absl::StatusOr<core::ResourceVector> DecodeResourceList(
-    simdjson::dom::object obj, core::ResourceNames& names, const JsonPath& path, NameMode mode,
-    std::vector<std::pair<std::string, int64_t>>* unknown) {
-  // Every quantity is checked before any name is interned: the name table is shared and
-  // append-only (capped at ResourceNames::kMaxResources), so a refused list must not add names.
-  absl::InlinedVector<std::pair<std::string_view, core::Quantity>, 8> parsed;
+    simdjson::dom::object obj, core::ResourceNameScope& names, const JsonPath& path,
+    NameMode mode, std::vector<std::pair<std::string, int64_t>>* unknown) {
+  // Decoding never changes the shared name table: a name it lacks gets a provisional id from
+  // the scope (NameMode::kProvisional), which the model resolves if and when it commits the
+  // object, or goes to `unknown` (NameMode::kLookup).
+  core::ResourceVector out;
   for (auto [key, value] : obj) {
     const JsonPath here = path.Field(key);
     absl::StatusOr<core::Quantity> q = DecodeQuantity(value, here);
@@ -456,29 +457,28 @@ absl::StatusOr<core::ResourceVector> DecodeResourceList(
     if (q->IsNegative()) {
       return FieldError(here, StrCat("must not be negative, got ", q->DebugString()));
     }
-    parsed.emplace_back(key, *q);
-  }
-  core::ResourceVector out;
-  for (const auto& [key, q] : parsed) {
     std::optional<core::ResourceId> id;
-    if (mode == NameMode::kIntern) {
-      absl::StatusOr<core::ResourceId> interned = names.Intern(key);
-      if (!interned.ok()) return FieldError(path.Field(key), ToStd(interned.status().message()));
-      id = *interned;
+    if (mode == NameMode::kProvisional) {
+      absl::StatusOr<core::ResourceId> resolved = names.Resolve(key);
+      if (!resolved.ok()) return FieldError(here, ToStd(resolved.status().message()));
+      id = *resolved;
     } else {
       id = names.Find(key);
     }
+    // Only names that are not ids yet lack one: they are never cpu, so whole units.
+    const core::ResourceScale scale = id ? names.Scale(*id) : core::ResourceScale::kUnit;
+    absl::StatusOr<int64_t> amount = core::AmountOf(*q, scale);
+    if (!amount.ok()) return FieldError(here, ToStd(amount.status().message()));
     if (!id) {
-      // Only names that are not ids yet get here: they are never cpu, so whole units.
-      if (!q.IsZero() && unknown != nullptr) unknown->emplace_back(std::string(key), q.Value());
+      if (*amount != 0 && unknown != nullptr) unknown->emplace_back(std::string(key), *amount);
       continue;
     }
-    out.Set(*id, names.Scale(*id) == core::ResourceScale::kMilli ? q.MilliValue() : q.Value());
+    out.Set(*id, *amount);
   }
   return out;
 }
 
-absl::StatusOr<core::Pod> DecodePod(simdjson::dom::object obj, core::ResourceNames& names,
+absl::StatusOr<core::Pod> DecodePod(simdjson::dom::object obj, core::ResourceNameScope& names,
                                     const JsonPath& path, NameMode mode) {
   core::Pod pod;
   const JsonPath mpath = path.Field("metadata");
@@ -592,14 +592,20 @@ absl::StatusOr<core::Pod> DecodePod(simdjson::dom::object obj, core::ResourceNam
       }
     }
   }
-  pod.request = core::EffectiveRequest(resources);
+  absl::StatusOr<core::ResourceVector> request = core::EffectiveRequest(resources, &names);
+  if (!request.ok()) return FieldError(path.Field("spec"), ToStd(request.status().message()));
+  pod.request = *std::move(request);
   // Unknown resources are summed by name: no node offers them, so the amount matters only for
   // printing the pod back.
   std::sort(unknown.begin(), unknown.end());
   for (auto& [name, amount] : unknown) {
     if (!pod.unknown_requests.empty() && pod.unknown_requests.back().first == name) {
-      pod.unknown_requests.back().second =
-          core::SaturatingAdd(pod.unknown_requests.back().second, amount);
+      int64_t& sum = pod.unknown_requests.back().second;
+      if (!core::CheckedAdd(sum, amount, &sum)) {
+        return FieldError(path.Field("spec"),
+                          StrCat("the requests of ", name,
+                                 " do not fit (more than 9223372036854775807 units)"));
+      }
     } else {
       pod.unknown_requests.emplace_back(std::move(name), amount);
     }
@@ -630,7 +636,7 @@ absl::StatusOr<core::Pod> DecodePod(simdjson::dom::object obj, core::ResourceNam
   return pod;
 }
 
-absl::StatusOr<core::Node> DecodeNode(simdjson::dom::object obj, core::ResourceNames& names,
+absl::StatusOr<core::Node> DecodeNode(simdjson::dom::object obj, core::ResourceNameScope& names,
                                       const JsonPath& path) {
   core::Node node;
   const JsonPath mpath = path.Field("metadata");
@@ -804,7 +810,8 @@ absl::StatusOr<core::Queue> DecodeQueue(simdjson::dom::object obj, const JsonPat
 
 absl::StatusOr<core::PodGroup> DecodePodGroup(simdjson::dom::object obj,
                                               core::PodGroupSource source,
-                                              core::ResourceNames& names, const JsonPath& path) {
+                                              core::ResourceNameScope& names,
+                                              const JsonPath& path) {
   core::PodGroup group;
   group.source = source;
   const JsonPath mpath = path.Field("metadata");
@@ -878,7 +885,7 @@ absl::StatusOr<core::PriorityClass> DecodePriorityClass(simdjson::dom::object ob
 }
 
 absl::StatusOr<core::ModelEvent> DecodeObjectEvent(simdjson::dom::object obj, bool deleted,
-                                                   core::ResourceNames& names,
+                                                   const core::ResourceNames& table,
                                                    const JsonPath& path,
                                                    std::string_view kind_hint,
                                                    std::string_view api_version_hint) {
@@ -907,12 +914,15 @@ absl::StatusOr<core::ModelEvent> DecodeObjectEvent(simdjson::dom::object obj, bo
   }
 
   const JsonPath mpath = path.Field("metadata");
+  // Names new to the table get provisional ids; the upsert carries them for the model to add
+  // when it commits the object.
+  core::ResourceNameScope names(table);
   switch (info->kind) {
     case Kind::kNode: {
       absl::StatusOr<core::Node> node = DecodeNode(obj, names, path);
       if (!node.ok()) return node.status();
       if (deleted) return core::ModelEvent(core::NodeDelete{node->name});
-      return core::ModelEvent(core::NodeUpsert{*std::move(node)});
+      return core::ModelEvent(core::NodeUpsert{*std::move(node), names.TakeProvisional()});
     }
     case Kind::kPod: {
       absl::StatusOr<core::Pod> pod = DecodePod(obj, names, path);
@@ -920,7 +930,7 @@ absl::StatusOr<core::ModelEvent> DecodeObjectEvent(simdjson::dom::object obj, bo
       if (deleted) {
         return core::ModelEvent(core::PodDelete{pod->uid.str(), pod->ns.str(), pod->name.str()});
       }
-      return core::ModelEvent(core::PodUpsert{*std::move(pod)});
+      return core::ModelEvent(core::PodUpsert{*std::move(pod), names.TakeProvisional()});
     }
     case Kind::kPool: {
       if (deleted) {
@@ -955,7 +965,7 @@ absl::StatusOr<core::ModelEvent> DecodeObjectEvent(simdjson::dom::object obj, bo
                                               : core::PodGroupSource::kSchedulerPlugins;
       absl::StatusOr<core::PodGroup> group = DecodePodGroup(obj, source, names, path);
       if (!group.ok()) return group.status();
-      return core::ModelEvent(core::PodGroupUpsert{*std::move(group)});
+      return core::ModelEvent(core::PodGroupUpsert{*std::move(group), names.TakeProvisional()});
     }
     case Kind::kPriorityClass: {
       if (deleted) {
@@ -971,8 +981,8 @@ absl::StatusOr<core::ModelEvent> DecodeObjectEvent(simdjson::dom::object obj, bo
   return absl::InternalError("unhandled kind");
 }
 
-absl::StatusOr<std::vector<core::ModelEvent>> DecodeWatchEvents(simdjson::dom::element root,
-                                                                core::ResourceNames& names) {
+absl::StatusOr<std::vector<core::ModelEvent>> DecodeWatchEvents(
+    simdjson::dom::element root, const core::ResourceNames& names) {
   std::vector<core::ModelEvent> out;
   auto decode_one = [&](simdjson::dom::element el, const JsonPath& path) -> absl::Status {
     absl::StatusOr<simdjson::dom::object> ev = AsObject(el, path);
@@ -1011,7 +1021,7 @@ absl::StatusOr<std::vector<core::ModelEvent>> DecodeWatchEvents(simdjson::dom::e
 }
 
 absl::StatusOr<std::vector<core::ModelEvent>> DecodeList(simdjson::dom::element root,
-                                                         core::ResourceNames& names) {
+                                                         const core::ResourceNames& names) {
   const JsonPath top;
   absl::StatusOr<simdjson::dom::object> obj = AsObject(root, top);
   if (!obj.ok()) return obj.status();

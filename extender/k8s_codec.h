@@ -16,11 +16,14 @@
 
 namespace berth::extender {
 
-/// How decoders turn resource names into ids. Objects that become part of the model (watch
-/// events, cluster files) intern new names. Verb requests only look names up, so untrusted,
-/// high-volume input cannot grow the shared, capped name table; a pod's request of a name no
-/// node has advertised goes to Pod::unknown_requests instead.
-enum class NameMode { kIntern, kLookup };
+/// How decoders turn resource names into ids. No decoder ever adds a name to the shared, capped
+/// name table: names are looked up read-only, so refused input leaves no trace there.
+/// - kProvisional: objects that may become part of the model (watch events, cluster files,
+///   standalone nodes) give a name the table lacks a provisional id from the scope; the model
+///   adds the name when it commits the object (core::ClusterModel::Apply).
+/// - kLookup: verb requests; a pod's request of a name the table lacks goes to
+///   Pod::unknown_requests instead.
+enum class NameMode { kProvisional, kLookup };
 
 /// Decodes a Kubernetes `v1.Pod` into what berth keeps (see core::Pod): identity, placement,
 /// priority, berth's labels and annotations, and the effective request computed from
@@ -32,11 +35,12 @@ enum class NameMode { kIntern, kLookup };
 /// (matchExpressions with In, NotIn, Exists, DoesNotExist, Gt, Lt; matchFields on metadata.name
 /// with In or NotIn) and `spec.tolerations`, checked as the API server validates them, and Gt/Lt
 /// values must be integers. Errors name the field path under `path`.
-absl::StatusOr<core::Pod> DecodePod(simdjson::dom::object obj, core::ResourceNames& names,
-                                    const JsonPath& path, NameMode mode = NameMode::kIntern);
+absl::StatusOr<core::Pod> DecodePod(simdjson::dom::object obj, core::ResourceNameScope& names,
+                                    const JsonPath& path,
+                                    NameMode mode = NameMode::kProvisional);
 
 /// Decodes a Kubernetes `v1.Node`. `status.allocatable` defaults to `status.capacity`.
-absl::StatusOr<core::Node> DecodeNode(simdjson::dom::object obj, core::ResourceNames& names,
+absl::StatusOr<core::Node> DecodeNode(simdjson::dom::object obj, core::ResourceNameScope& names,
                                       const JsonPath& path);
 
 /// Decodes one Kubernetes quantity: a string ("500m", "8Gi") or a JSON number.
@@ -44,10 +48,12 @@ absl::StatusOr<core::Quantity> DecodeQuantity(simdjson::dom::element el, const J
 
 /// Decodes a `resources.requests`-style map of resource name -> Quantity (string or number).
 /// With NameMode::kLookup, names not in the table are appended to `*unknown` (non-zero amounts
-/// only) instead of being interned; `unknown` must then be given.
+/// only) instead of getting an id. Each amount must fit an int64 in its unit (millicores for
+/// cpu, whole units rounded up otherwise: core::AmountOf); one that does not is an error naming
+/// the field, never a saturated value.
 absl::StatusOr<core::ResourceVector> DecodeResourceList(
-    simdjson::dom::object obj, core::ResourceNames& names, const JsonPath& path,
-    NameMode mode = NameMode::kIntern,
+    simdjson::dom::object obj, core::ResourceNameScope& names, const JsonPath& path,
+    NameMode mode = NameMode::kProvisional,
     std::vector<std::pair<std::string, int64_t>>* unknown = nullptr);
 
 /// Decodes a metav1.LabelSelector: `matchLabels` and `matchExpressions` (operators In, NotIn,
@@ -70,7 +76,8 @@ absl::StatusOr<core::Queue> DecodeQueue(simdjson::dom::object obj, const JsonPat
 /// the field is ignored on a Volcano PodGroup). A missing namespace is "default".
 absl::StatusOr<core::PodGroup> DecodePodGroup(simdjson::dom::object obj,
                                               core::PodGroupSource source,
-                                              core::ResourceNames& names, const JsonPath& path);
+                                              core::ResourceNameScope& names,
+                                              const JsonPath& path);
 
 /// Decodes a scheduling.k8s.io/v1 `PriorityClass`: `value` (required, int32), `globalDefault`,
 /// `preemptionPolicy` (PreemptLowerPriority, the default, or Never).
@@ -97,15 +104,15 @@ absl::StatusOr<core::PriorityClass> DecodePriorityClass(simdjson::dom::object ob
 /// PoolList...), whose items may omit both. An object's own fields win; `api_version_hint`
 /// applies only to an object of kind `kind_hint`.
 absl::StatusOr<core::ModelEvent> DecodeObjectEvent(simdjson::dom::object obj, bool deleted,
-                                                   core::ResourceNames& names,
+                                                   const core::ResourceNames& names,
                                                    const JsonPath& path,
                                                    std::string_view kind_hint = {},
                                                    std::string_view api_version_hint = {});
 
 /// Decodes watch events: one `{"type": "ADDED|MODIFIED|DELETED", "object": {...}}` or an array
 /// of them. Either every event decodes, or the first error is returned and nothing is applied.
-absl::StatusOr<std::vector<core::ModelEvent>> DecodeWatchEvents(simdjson::dom::element root,
-                                                                 core::ResourceNames& names);
+absl::StatusOr<std::vector<core::ModelEvent>> DecodeWatchEvents(
+    simdjson::dom::element root, const core::ResourceNames& names);
 
 /// Decodes a Kubernetes list into upsert events: a `List` (what `kubectl get nodes,pods -o json`
 /// prints, and what /debug/snapshot prints), whose items carry their kind, or a typed list of a
@@ -113,7 +120,7 @@ absl::StatusOr<std::vector<core::ModelEvent>> DecodeWatchEvents(simdjson::dom::e
 /// `PodGroupList`, `PriorityClassList`), whose items take kind and apiVersion from the list
 /// when they lack them.
 absl::StatusOr<std::vector<core::ModelEvent>> DecodeList(simdjson::dom::element root,
-                                                         core::ResourceNames& names);
+                                                         const core::ResourceNames& names);
 
 /// Encodes what berth keeps of a node or pod as a Kubernetes object that DecodeNode/DecodePod
 /// read back to the same value (the snapshot round trip). A pod's effective request is written

@@ -27,7 +27,8 @@ std::optional<simdjson::dom::element> Envelope(simdjson::dom::object obj, std::s
 }
 
 absl::StatusOr<core::Pod> DecodeEnvelopePod(simdjson::dom::object obj, std::string_view type,
-                                            core::ResourceNames& names) {
+                                            const core::ResourceNames& table) {
+  core::ResourceNameScope names(table);
   const JsonPath top;
   auto pod_el = Envelope(obj, "Pod");
   if (!pod_el) return FieldError(top.Field("Pod"), StrCat("required in ", type, ": expected a Pod object"));
@@ -53,7 +54,7 @@ absl::StatusOr<std::string_view> EnvelopeString(simdjson::dom::object obj, std::
 }  // namespace
 
 absl::StatusOr<ExtenderArgs> DecodeExtenderArgs(simdjson::dom::element root,
-                                                core::ResourceNames& names) {
+                                                const core::ResourceNames& names) {
   const JsonPath top;
   absl::StatusOr<simdjson::dom::object> obj = AsObject(root, top.Field("ExtenderArgs"));
   if (!obj.ok()) return obj.status();
@@ -129,12 +130,12 @@ absl::StatusOr<BindingArgs> DecodeBindingArgs(simdjson::dom::element root) {
 }
 
 absl::StatusOr<PreemptionArgs> DecodePreemptionArgs(simdjson::dom::element root,
-                                                    core::ResourceNames& names) {
+                                                    const core::ResourceNames& table) {
   const JsonPath top;
   absl::StatusOr<simdjson::dom::object> obj = AsObject(root, top.Field("ExtenderPreemptionArgs"));
   if (!obj.ok()) return obj.status();
   PreemptionArgs args;
-  absl::StatusOr<core::Pod> pod = DecodeEnvelopePod(*obj, "ExtenderPreemptionArgs", names);
+  absl::StatusOr<core::Pod> pod = DecodeEnvelopePod(*obj, "ExtenderPreemptionArgs", table);
   if (!pod.ok()) return pod.status();
   args.pod = *std::move(pod);
 
@@ -179,6 +180,7 @@ absl::StatusOr<PreemptionArgs> DecodePreemptionArgs(simdjson::dom::element root,
         auto pobj = AsObject(p, ppath);
         if (!pobj.ok()) return pobj.status();
         if (full) {
+          core::ResourceNameScope names(table);
           auto victim = DecodePod(*pobj, names, ppath, NameMode::kLookup);
           if (!victim.ok()) return victim.status();
           auto meta = OptionalObject(*pobj, "metadata", ppath);

@@ -52,10 +52,10 @@ struct PreemptionArgs {
 };
 
 absl::StatusOr<ExtenderArgs> DecodeExtenderArgs(simdjson::dom::element root,
-                                                core::ResourceNames& names);
+                                                const core::ResourceNames& names);
 absl::StatusOr<BindingArgs> DecodeBindingArgs(simdjson::dom::element root);
 absl::StatusOr<PreemptionArgs> DecodePreemptionArgs(simdjson::dom::element root,
-                                                    core::ResourceNames& names);
+                                                    const core::ResourceNames& names);
 
 /// ExtenderFilterResult in the form of the question: `NodeNames` for names, `Nodes` (the passing
 /// node objects copied from the request) for full objects.

@@ -254,7 +254,7 @@ void Service::StampCreation(std::vector<core::ModelEvent>* events) const {
   }
 }
 
-void Service::Learn(const core::Pod& pod, std::vector<core::Node> nodes) {
+void Service::Learn(const core::Pod& pod, std::vector<core::NodeUpsert> nodes) {
   if (options_.mode != Mode::kStandalone) return;
   std::vector<core::ModelEvent> events;
   {
@@ -264,11 +264,15 @@ void Service::Learn(const core::Pod& pod, std::vector<core::Node> nodes) {
       if (learned.creation == absl::InfinitePast()) learned.creation = clock_->Now();
       events.emplace_back(core::PodUpsert{std::move(learned)});
     }
-    for (core::Node& n : nodes) {
-      if (view->FindNode(n.name) == nullptr) events.emplace_back(core::NodeUpsert{std::move(n)});
+    for (core::NodeUpsert& n : nodes) {
+      if (view->FindNode(n.node.name) == nullptr) events.emplace_back(std::move(n));
     }
   }
-  if (!events.empty()) model_->Apply(events);
+  if (events.empty()) return;
+  // A refused object stays unknown to the model (the verb then treats it so); say why.
+  for (const std::string& why : model_->Apply(events).refused) {
+    spdlog::warn("standalone: not learned from a verb request: {}", why);
+  }
 }
 
 Reply Service::FilterVerb(std::string_view body) {
@@ -277,14 +281,15 @@ Reply Service::FilterVerb(std::string_view body) {
   absl::StatusOr<ExtenderArgs> args = DecodeExtenderArgs(parsed.root(), model_->resources());
   if (!args.ok()) return VerbErrorReply(400, ToStd(args.status().message()));
   if (options_.mode == Mode::kStandalone) {
-    std::vector<core::Node> nodes;
+    std::vector<core::NodeUpsert> nodes;
     const JsonPath top;
     const JsonPath nodes_path = top.Field("Nodes");
     for (size_t i = 0; i < args->node_objects.size(); ++i) {
-      absl::StatusOr<core::Node> node = DecodeNode(args->node_objects[i], model_->resources(),
-                                                   nodes_path.Item("items", int64_t(i)));
+      core::ResourceNameScope names(model_->resources());
+      absl::StatusOr<core::Node> node =
+          DecodeNode(args->node_objects[i], names, nodes_path.Item("items", int64_t(i)));
       if (!node.ok()) return VerbErrorReply(400, ToStd(node.status().message()));
-      nodes.push_back(*std::move(node));
+      nodes.push_back(core::NodeUpsert{*std::move(node), names.TakeProvisional()});
     }
     Learn(args->pod, std::move(nodes));
   }
@@ -454,7 +459,9 @@ Reply Service::Events(std::string_view body) {
     auto view = model_->Read();
     generation = view->generation();
   }
-  nlohmann::json j = {{"applied", events->size()},
+  // Events the model refused changed nothing; the others were applied, as a watch applies
+  // each event on its own. The reply says which were refused and why (HTTP 422).
+  nlohmann::json j = {{"applied", events->size() - stats.refused.size()},
                       {"nodesUpserted", stats.nodes_upserted},
                       {"nodesDeleted", stats.nodes_deleted},
                       {"podsUpserted", stats.pods_upserted},
@@ -469,6 +476,14 @@ Reply Service::Events(std::string_view body) {
                       {"priorityClassesUpserted", stats.priorityclasses_upserted},
                       {"priorityClassesDeleted", stats.priorityclasses_deleted},
                       {"generation", generation}};
+  if (!stats.refused.empty()) {
+    j["refused"] = stats.refused;
+    j["error"] = StrCat(stats.refused.size(), " of ", events->size(),
+                        " events refused, the model is unchanged by them: ", stats.refused[0]);
+    spdlog::warn("events refused={} of {}: {}", stats.refused.size(), events->size(),
+                 stats.refused[0]);
+    return JsonReply(422, j);
+  }
   spdlog::debug("events applied={} generation={}", events->size(), generation);
   return JsonReply(200, j);
 }
@@ -480,7 +495,13 @@ absl::StatusOr<size_t> Service::LoadList(std::string_view json, std::string_view
   if (!events.ok()) {
     return absl::InvalidArgumentError(StrCat(source, ": ", events.status().message()));
   }
-  model_->Apply(*events);
+  const core::ApplyStats stats = model_->Apply(*events);
+  if (!stats.refused.empty()) {
+    std::string why;
+    for (const std::string& r : stats.refused) StrAppend(&why, why.empty() ? "" : "; ", r);
+    return absl::InvalidArgumentError(
+        StrCat(source, ": ", stats.refused.size(), " objects refused: ", why));
+  }
   return events->size();
 }
 

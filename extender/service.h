@@ -249,7 +249,8 @@ class Service {
   Reply Observed(VerbKind verb, Fn&& fn);
 
   /// Standalone mode learns the pod (and full nodes) a verb carries if the model lacks them.
-  void Learn(const core::Pod& pod, std::vector<core::Node> nodes);
+  /// The nodes come decoded with their provisional resource names (core::NodeUpsert).
+  void Learn(const core::Pod& pod, std::vector<core::NodeUpsert> nodes);
   /// Standalone mode is the API server: a pod posted without metadata.creationTimestamp gets
   /// the time it arrived (or keeps the one it had), as the API server stamps it on create.
   void StampCreation(std::vector<core::ModelEvent>* events) const;

@@ -25,6 +25,16 @@ Reply Service::Metrics() const {
   intents_.WriteMetrics(w);
   WriteModelLockMetrics(w, model_->write_lock_holds());
 
+  const core::ResourceNames& names = model_->resources();
+  w.Family("berth_resource_names", "gauge",
+           StrCat("Distinct resource names in berth's table (limit ",
+                  core::ResourceNames::kMaxResources, ")."));
+  w.Sample("berth_resource_names", {}, static_cast<double>(names.size()));
+  w.Family("berth_resource_names_refused_total", "counter",
+           "Objects refused because they named resources new to berth and its table of resource "
+           "names was full.");
+  w.Sample("berth_resource_names_refused_total", {}, static_cast<double>(names.refusals()));
+
   auto view = model_->Read();
   auto gauge = [&](std::string_view name, std::string_view help, double v) {
     w.Family(name, "gauge", help);

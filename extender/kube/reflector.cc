@@ -339,7 +339,7 @@ absl::Status Reflector::ListAndReplace() {
     }
     // Each page is applied at once so that the write lock is held briefly even for a list of
     // 150,000 pods; readers see every object either in its old or in its new state.
-    if (!events.empty()) model_->Apply(events);
+    if (!events.empty()) ApplyToModel(events);
     if (cont.empty()) break;
   }
   std::vector<core::ModelEvent> stale;
@@ -368,8 +368,19 @@ absl::Status Reflector::ListAndReplace() {
 void Reflector::ApplyBatch(std::vector<core::ModelEvent>* batch) {
   if (batch->empty()) return;
   ResolveFinishedGangMembers(batch);
-  model_->Apply(*batch);
+  ApplyToModel(*batch);
   batch->clear();
+}
+
+void Reflector::ApplyToModel(std::span<const core::ModelEvent> events) {
+  const core::ApplyStats stats = model_->Apply(events);
+  if (stats.refused.empty()) return;
+  for (const std::string& why : stats.refused) {
+    spdlog::warn("kubernetes: {} refused by the model, its last accepted state is kept: {}",
+                 spec_.kind, why);
+  }
+  absl::MutexLock lock(&stats_mu_);
+  stats_.refused += static_cast<int64_t>(stats.refused.size());
 }
 
 void Reflector::ResolveFinishedGangMembers(std::vector<core::ModelEvent>* events) {

@@ -5,6 +5,7 @@
 #include <functional>
 #include <memory>
 #include <random>
+#include <span>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -79,6 +80,9 @@ struct ReflectorStats {
   int64_t gone = 0;           ///< 410 answers (each leads to a relist)
   int64_t errors = 0;         ///< failed requests and broken streams
   int64_t decode_errors = 0;  ///< objects the API server sent that berth could not read
+  /// Objects the model refused (a resource name that did not fit in the full table, a node
+  /// total past the int64 range); berth keeps its last accepted state of each.
+  int64_t refused = 0;
   int64_t gang_members_succeeded = 0;  ///< gang members that left because they Succeeded
   std::string resource_version;
 };
@@ -115,6 +119,8 @@ class Reflector {
   absl::Status ListAndReplace();
   WatchEnd WatchOnce();
   /// Applies `batch` (after ResolveFinishedGangMembers) and clears it.
+  /// Applies events to the model, logging and counting what it refuses.
+  void ApplyToModel(std::span<const core::ModelEvent> events);
   void ApplyBatch(std::vector<core::ModelEvent>* batch);
   /// Sets PodDelete::succeeded on the deletes of `events` whose pod is a bound gang member, not
   /// being deleted, that the API server now shows Succeeded (see

@@ -445,6 +445,12 @@ absl::Status World::LoadCluster() {
   if (!events.ok()) {
     return absl::InvalidArgumentError(StrCat(o_.cluster_source, ": ", events.status().message()));
   }
+  // The simulator reads the objects itself: their new resource names are added at once.
+  for (core::ModelEvent& e : *events) {
+    if (absl::Status s = core::ResolveEventResources(names(), e); !s.ok()) {
+      return absl::InvalidArgumentError(StrCat(o_.cluster_source, ": ", s.message()));
+    }
+  }
   std::vector<core::Pod> cluster_pods;
   for (const core::ModelEvent& e : *events) {
     if (const auto* n = std::get_if<core::NodeUpsert>(&e)) {
@@ -604,9 +610,15 @@ absl::StatusOr<int> World::MakePod(int job, const PodTemplate& t, int member, in
   simdjson::dom::object root;
   if (doc->root().get(root) != simdjson::SUCCESS) return absl::InternalError("pod JSON is not an object");
   const JsonPath path;
-  absl::StatusOr<core::Pod> pod = DecodePod(root, names(), path);
+  core::ResourceNameScope scope(names());
+  absl::StatusOr<core::Pod> pod = DecodePod(root, scope, path);
   if (!pod.ok()) {
     return absl::InvalidArgumentError(StrCat(o_.workload_source, ": job ", spec.name, ": ", pod.status().message()));
+  }
+  core::ResourceVector* request[] = {&pod->request};
+  if (absl::Status s = core::ResolveProvisionalIds(names(), scope.provisional(), request);
+      !s.ok()) {
+    return absl::InvalidArgumentError(StrCat(o_.workload_source, ": job ", spec.name, ": ", s.message()));
   }
   sp.pod = *std::move(pod);
   sp.pod.creation = clock_.Now();

@@ -6,6 +6,7 @@
 #include <string>
 #include <utility>
 
+#include "absl/status/statusor.h"
 #include "core/resources.h"
 
 namespace berth::core {
@@ -26,10 +27,18 @@ ContainerRequest Sidecar(ResourceVector r) {
   return ContainerRequest{.requests = std::move(r), .sidecar = true};
 }
 
+// The effective request of a spec whose sums fit.
+ResourceVector Req(const PodResourceSpec& spec) {
+  absl::StatusOr<ResourceVector> r = EffectiveRequest(spec);
+  INFO(r.status().ToString());
+  REQUIRE(r.ok());
+  return *std::move(r);
+}
+
 // ---- EffectiveRequest (extender-protocol.md 5.1) ----------------------------------------------
 
 TEST_CASE("EffectiveRequest of an empty pod is one pod slot", "[objects][request]") {
-  const ResourceVector r = EffectiveRequest(PodResourceSpec{});
+  const ResourceVector r = Req(PodResourceSpec{});
   CHECK(r == Vec({{kPods, 1}}));
   CHECK(r.Get(kCpu) == 0);
   CHECK(r.Get(kMemory) == 0);
@@ -39,7 +48,7 @@ TEST_CASE("EffectiveRequest sums the containers", "[objects][request]") {
   PodResourceSpec spec;
   spec.containers = {Vec({{kCpu, 100}, {kMemory, 200 * kMi}}), Vec({{kCpu, 300}}),
                      Vec({{kNvidiaGpu, 2}, {kMemory, 56 * kMi}})};
-  CHECK(EffectiveRequest(spec) ==
+  CHECK(Req(spec) ==
         Vec({{kCpu, 400}, {kMemory, 256 * kMi}, {kNvidiaGpu, 2}, {kPods, 1}}));
 }
 
@@ -50,24 +59,24 @@ TEST_CASE("EffectiveRequest takes the max with each init container, per resource
 
   SECTION("a bigger init container raises the request") {
     spec.init_containers = {Init(Vec({{kCpu, 500}}))};
-    CHECK(EffectiveRequest(spec) == Vec({{kCpu, 500}, {kMemory, kGi}, {kPods, 1}}));
+    CHECK(Req(spec) == Vec({{kCpu, 500}, {kMemory, kGi}, {kPods, 1}}));
   }
   SECTION("a smaller init container changes nothing") {
     spec.init_containers = {Init(Vec({{kCpu, 300}, {kMemory, 512 * kMi}}))};
-    CHECK(EffectiveRequest(spec) == Vec({{kCpu, 400}, {kMemory, kGi}, {kPods, 1}}));
+    CHECK(Req(spec) == Vec({{kCpu, 400}, {kMemory, kGi}, {kPods, 1}}));
   }
   SECTION("init containers are not summed with each other") {
     spec.init_containers = {Init(Vec({{kCpu, 600}})), Init(Vec({{kCpu, 700}}))};
-    CHECK(EffectiveRequest(spec) == Vec({{kCpu, 700}, {kMemory, kGi}, {kPods, 1}}));
+    CHECK(Req(spec) == Vec({{kCpu, 700}, {kMemory, kGi}, {kPods, 1}}));
   }
   SECTION("the max is taken per resource, not per container") {
     spec.init_containers = {Init(Vec({{kCpu, 100}, {kMemory, 3 * kGi}})),
                             Init(Vec({{kCpu, 900}, {kMemory, 0}}))};
-    CHECK(EffectiveRequest(spec) == Vec({{kCpu, 900}, {kMemory, 3 * kGi}, {kPods, 1}}));
+    CHECK(Req(spec) == Vec({{kCpu, 900}, {kMemory, 3 * kGi}, {kPods, 1}}));
   }
   SECTION("an init container requesting a resource no container uses") {
     spec.init_containers = {Init(Vec({{kEphemeralStorage, 5 * kGi}}))};
-    CHECK(EffectiveRequest(spec) ==
+    CHECK(Req(spec) ==
           Vec({{kCpu, 400}, {kMemory, kGi}, {kEphemeralStorage, 5 * kGi}, {kPods, 1}}));
   }
 }
@@ -80,30 +89,30 @@ TEST_CASE("EffectiveRequest: sidecars add to the sum and to later init container
   SECTION("a sidecar adds to the running sum") {
     spec.init_containers = {Sidecar(Vec({{kCpu, 50}, {kMemory, 64 * kMi}}))};
     // regular = 100 + 50; initMax = 50.
-    CHECK(EffectiveRequest(spec) == Vec({{kCpu, 150}, {kMemory, 64 * kMi}, {kPods, 1}}));
+    CHECK(Req(spec) == Vec({{kCpu, 150}, {kMemory, 64 * kMi}, {kPods, 1}}));
   }
   SECTION("an init container after a sidecar runs alongside it") {
     spec.init_containers = {Sidecar(Vec({{kCpu, 50}})), Init(Vec({{kCpu, 200}}))};
     // regular = 150; initMax = max(50, 200 + 50) = 250.
-    CHECK(EffectiveRequest(spec) == Vec({{kCpu, 250}, {kPods, 1}}));
+    CHECK(Req(spec) == Vec({{kCpu, 250}, {kPods, 1}}));
   }
   SECTION("an init container before a sidecar does not") {
     spec.init_containers = {Init(Vec({{kCpu, 200}})), Sidecar(Vec({{kCpu, 50}}))};
     // regular = 150; initMax = max(200, 50) = 200.
-    CHECK(EffectiveRequest(spec) == Vec({{kCpu, 200}, {kPods, 1}}));
+    CHECK(Req(spec) == Vec({{kCpu, 200}, {kPods, 1}}));
   }
   SECTION("only the sidecars started so far count") {
     spec.init_containers = {Sidecar(Vec({{kCpu, 30}})), Init(Vec({{kCpu, 170}})),
                             Sidecar(Vec({{kCpu, 500}})), Init(Vec({{kCpu, 200}}))};
     // regular = 100 + 30 + 500 = 630; initMax = max(30, 170+30, 530, 200+530) = 730.
-    CHECK(EffectiveRequest(spec) == Vec({{kCpu, 730}, {kPods, 1}}));
+    CHECK(Req(spec) == Vec({{kCpu, 730}, {kPods, 1}}));
   }
   SECTION("the sidecars alone can set the init peak") {
     spec.containers = {};
     spec.init_containers = {Sidecar(Vec({{kCpu, 40}})), Sidecar(Vec({{kCpu, 60}})),
                             Init(Vec({{kCpu, 50}}))};
     // regular = 100; initMax = max(40, 100, 50 + 100) = 150.
-    CHECK(EffectiveRequest(spec) == Vec({{kCpu, 150}, {kPods, 1}}));
+    CHECK(Req(spec) == Vec({{kCpu, 150}, {kPods, 1}}));
   }
 }
 
@@ -115,16 +124,16 @@ TEST_CASE("EffectiveRequest: pod-level requests replace the container aggregate"
 
   SECTION("only the resources the pod level sets are replaced") {
     spec.pod_level = {{kCpu, 500}};
-    CHECK(EffectiveRequest(spec) == Vec({{kCpu, 500}, {kMemory, 2 * kGi}, {kPods, 1}}));
+    CHECK(Req(spec) == Vec({{kCpu, 500}, {kMemory, 2 * kGi}, {kPods, 1}}));
   }
   SECTION("a pod-level value may be larger than the containers' sum") {
     spec.pod_level = {{kCpu, 4000}, {kMemory, 3 * kGi}};
-    CHECK(EffectiveRequest(spec) == Vec({{kCpu, 4000}, {kMemory, 3 * kGi}, {kPods, 1}}));
+    CHECK(Req(spec) == Vec({{kCpu, 4000}, {kMemory, 3 * kGi}, {kPods, 1}}));
   }
   SECTION("overhead is added on top of a pod-level request") {
     spec.pod_level = {{kCpu, 500}};
     spec.overhead = Vec({{kCpu, 250}, {kMemory, 120 * kMi}});
-    CHECK(EffectiveRequest(spec) ==
+    CHECK(Req(spec) ==
           Vec({{kCpu, 750}, {kMemory, 2 * kGi + 120 * kMi}, {kPods, 1}}));
   }
 }
@@ -135,14 +144,14 @@ TEST_CASE("EffectiveRequest adds the overhead", "[objects][request]") {
   spec.init_containers = {Init(Vec({{kCpu, 400}}))};
   spec.overhead = Vec({{kCpu, 250}, {kMemory, 120 * kMi}});
   // max(100, 400) + 250 = 650 cpu; 100Mi + 120Mi memory.
-  CHECK(EffectiveRequest(spec) == Vec({{kCpu, 650}, {kMemory, 220 * kMi}, {kPods, 1}}));
+  CHECK(Req(spec) == Vec({{kCpu, 650}, {kMemory, 220 * kMi}, {kPods, 1}}));
 }
 
 TEST_CASE("EffectiveRequest always holds exactly one pod slot", "[objects][request]") {
   PodResourceSpec spec;
   spec.containers = {Vec({{kCpu, 100}}), Vec({{kCpu, 100}}), Vec({{kCpu, 100}})};
   spec.init_containers = {Sidecar(Vec({{kCpu, 1}}))};
-  const ResourceVector r = EffectiveRequest(spec);
+  const ResourceVector r = Req(spec);
   CHECK(r.Get(kPods) == 1);
   CHECK(r.Get(kCpu) == 301);
 }
@@ -157,7 +166,7 @@ TEST_CASE("EffectiveRequest keeps extended resources", "[objects][request]") {
   want.Set(kPods, 1);
   want.Set(kNvidiaGpu, 1);
   want.Set(foo, 5);
-  CHECK(EffectiveRequest(spec) == want);
+  CHECK(Req(spec) == want);
 }
 
 // ---- Labels -------------------------------------------------------------------------------------
@@ -257,6 +266,36 @@ TEST_CASE("Pod::Key is namespace/name", "[objects]") {
   CHECK(p.Key() == "team-a/trainer-0");
   CHECK(p.scheduler_name == "default-scheduler");
   CHECK(p.phase == PodPhase::kPending);
+}
+
+TEST_CASE("EffectiveRequest refuses a sum that does not fit, naming the sum and resource",
+          "[objects][request][accounting]") {
+  constexpr int64_t kMax = INT64_MAX;
+  {
+    PodResourceSpec spec;
+    spec.containers = {Vec({{kMemory, kMax / 2 + 1}}), Vec({{kMemory, kMax / 2 + 1}})};
+    absl::StatusOr<ResourceVector> r = EffectiveRequest(spec);
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.status().code() == absl::StatusCode::kOutOfRange);
+    CHECK_THAT(std::string(r.status().message()),
+               Catch::Contains("containers'") && Catch::Contains("resource #1"));
+  }
+  {
+    ResourceNames table;
+    ResourceNameScope names(table);
+    PodResourceSpec spec;
+    spec.containers = {Vec({{kCpu, kMax}})};
+    spec.overhead = Vec({{kCpu, 1}});
+    absl::StatusOr<ResourceVector> r = EffectiveRequest(spec, &names);
+    REQUIRE_FALSE(r.ok());
+    CHECK_THAT(std::string(r.status().message()),
+               Catch::Contains("overhead") && Catch::Contains("of cpu"));
+  }
+  {
+    PodResourceSpec spec;  // the largest sum that fits is kept exactly
+    spec.containers = {Vec({{kMemory, kMax - 10}}), Vec({{kMemory, 10}})};
+    CHECK(Req(spec).Get(kMemory) == kMax);
+  }
 }
 
 }  // namespace

@@ -10,6 +10,7 @@
 
 #include "absl/status/status.h"
 #include "core/checked_math.h"
+#include "core/quantity.h"
 #include "core/strings.h"
 
 namespace berth::core {
@@ -126,13 +127,132 @@ TEST_CASE("ResourceNames is capped at kMaxResources with a clear error", "[resou
   REQUIRE_FALSE(over.ok());
   CHECK(over.status().code() == absl::StatusCode::kResourceExhausted);
   CHECK(std::string(over.status().message()) ==
-        "too many distinct resource names (limit 256); refusing \"example.com/one-too-many\"");
+        "resource name \"example.com/one-too-many\" cannot be added: berth's table of resource "
+        "names is full (256 distinct names, the limit)");
+  CHECK(names.refusals() == 1);
   CHECK(names.size() == 256);
   CHECK_FALSE(names.Find("example.com/one-too-many").has_value());
 
   // Names already known still resolve once the table is full.
   CHECK(MustIntern(names, "example.com/r100") == 100);
   CHECK(MustIntern(names, "cpu") == kCpu);
+}
+
+TEST_CASE("ResourceNames::InternAll adds every new name or none", "[resources]") {
+  ResourceNames names;
+  for (size_t i = names.size(); i < ResourceNames::kMaxResources - 2; ++i) {
+    REQUIRE(names.Intern(StrCat("example.com/r", i)).ok());
+  }
+  REQUIRE(names.size() == 254);
+  // Three new names (one repeated) do not fit in the two free slots: nothing is added.
+  const std::vector<std::string> three = {"example.com/a", "cpu", "example.com/b",
+                                          "example.com/a", "example.com/c"};
+  absl::StatusOr<std::vector<ResourceId>> refused = names.InternAll(three);
+  REQUIRE_FALSE(refused.ok());
+  CHECK(refused.status().code() == absl::StatusCode::kResourceExhausted);
+  CHECK_THAT(std::string(refused.status().message()),
+             Catch::Contains("\"example.com/c\"") && Catch::Contains("full"));
+  CHECK(names.size() == 254);
+  CHECK_FALSE(names.Find("example.com/a").has_value());
+  CHECK(names.refusals() == 1);
+  // Two new names (one repeated) fit, with known ones among them, in order.
+  const std::vector<std::string> two = {"example.com/a", "cpu", "example.com/b", "example.com/a"};
+  absl::StatusOr<std::vector<ResourceId>> ids = names.InternAll(two);
+  REQUIRE(ids.ok());
+  CHECK(*ids == std::vector<ResourceId>{254, kCpu, 255, 254});
+  CHECK(names.size() == 256);
+  CHECK(names.refusals() == 1);
+  // An invalid name refuses the call whatever the room, and is no refusal for a full table.
+  const std::vector<std::string> bad = {"cpu", "a b"};
+  CHECK(names.InternAll(bad).status().code() == absl::StatusCode::kInvalidArgument);
+  CHECK(names.refusals() == 1);
+}
+
+TEST_CASE("ResourceNameScope gives provisional ids and never changes the table", "[resources]") {
+  ResourceNames table;
+  REQUIRE(table.Intern("example.com/known").ok());
+  const size_t before = table.size();
+  ResourceNameScope scope(table);
+  CHECK(*scope.Resolve("memory") == kMemory);
+  CHECK(*scope.Resolve("example.com/known") == 5);
+  const ResourceId fpga = *scope.Resolve("example.com/fpga");
+  CHECK(IsProvisional(fpga));
+  CHECK(fpga == ResourceNameScope::kFirstProvisional);
+  CHECK(*scope.Resolve("example.com/fpga") == fpga);  // one id per name
+  CHECK(*scope.Find("example.com/fpga") == fpga);
+  CHECK(scope.Name(fpga) == "example.com/fpga");
+  CHECK_FALSE(scope.Find("example.com/other").has_value());
+  CHECK(scope.Resolve("bad name").status().code() == absl::StatusCode::kInvalidArgument);
+  CHECK(table.size() == before);
+  CHECK_FALSE(table.Find("example.com/fpga").has_value());
+  CHECK(scope.provisional() == std::vector<std::string>{"example.com/fpga"});
+
+  // More new names than a table could ever hold are refused in the scope already.
+  ResourceNameScope many(table);
+  for (size_t i = 0; i < ResourceNameScope::kMaxProvisional; ++i) {
+    REQUIRE(many.Resolve(StrCat("example.com/n", i)).ok());
+  }
+  CHECK_FALSE(many.Resolve("example.com/one-more").ok());
+  CHECK(table.size() == before);
+}
+
+TEST_CASE("ResolveProvisionalIds: all or nothing, zero amounts add no name", "[resources]") {
+  ResourceNames table;
+  ResourceNameScope scope(table);
+  const ResourceId a = *scope.Resolve("example.com/a");
+  const ResourceId zero = *scope.Resolve("example.com/zero");
+  ResourceVector capacity;
+  capacity.Set(kCpu, 4000);
+  capacity.Set(a, 3);
+  capacity.Set(zero, 0);
+  ResourceVector allocatable;
+  allocatable.Set(a, 2);
+  ResourceVector* vectors[] = {&capacity, &allocatable};
+  REQUIRE(ResolveProvisionalIds(table, scope.provisional(), vectors).ok());
+  const std::optional<ResourceId> real = table.Find("example.com/a");
+  REQUIRE(real.has_value());
+  CHECK_FALSE(IsProvisional(*real));
+  CHECK(capacity.Get(*real) == 3);
+  CHECK(capacity.Get(kCpu) == 4000);
+  CHECK(allocatable.Get(*real) == 2);
+  CHECK(capacity.size() <= table.size());
+  CHECK_FALSE(table.Find("example.com/zero").has_value());
+
+  // A full table: the vectors and the table stay as they were.
+  ResourceNames full;
+  for (size_t i = full.size(); i < ResourceNames::kMaxResources; ++i) {
+    REQUIRE(full.Intern(StrCat("example.com/r", i)).ok());
+  }
+  ResourceNameScope late(full);
+  ResourceVector v;
+  v.Set(*late.Resolve("example.com/r9"), 1);  // known: no new name needed
+  v.Set(*late.Resolve("example.com/fpga"), 1);
+  const ResourceVector kept = v;
+  ResourceVector* one[] = {&v};
+  const absl::Status s = ResolveProvisionalIds(full, late.provisional(), one);
+  CHECK(s.code() == absl::StatusCode::kResourceExhausted);
+  CHECK(v == kept);
+  CHECK(full.size() == ResourceNames::kMaxResources);
+  CHECK(full.refusals() == 1);
+}
+
+TEST_CASE("AmountOf refuses what an int64 cannot hold instead of saturating", "[resources]") {
+  auto amount = [](std::string_view text, ResourceScale scale) {
+    absl::StatusOr<Quantity> q = Quantity::Parse(text);
+    REQUIRE(q.ok());
+    return AmountOf(*q, scale);
+  };
+  CHECK(*amount("9223372036854775807m", ResourceScale::kMilli) == INT64_MAX);
+  CHECK(*amount("9223372036854775", ResourceScale::kMilli) == 9223372036854775000);
+  CHECK(*amount("9223372036854775807", ResourceScale::kUnit) == INT64_MAX);
+  CHECK(*amount("7Ei", ResourceScale::kUnit) == 7 * (int64_t{1} << 60));
+  for (const char* text : {"9223372036854775807", "9223372036854776"}) {
+    INFO(text);
+    absl::StatusOr<int64_t> cpu = amount(text, ResourceScale::kMilli);
+    REQUIRE_FALSE(cpu.ok());
+    CHECK(cpu.status().code() == absl::StatusCode::kOutOfRange);
+    CHECK_THAT(std::string(cpu.status().message()), Catch::StartsWith("out of range"));
+  }
 }
 
 TEST_CASE("ResourceNames::Name is safe while other threads intern", "[resources][concurrency]") {

@@ -53,7 +53,13 @@ absl::StatusOr<core::Pod> PodFromText(const std::string& text, core::ResourceNam
   const JsonPath path = top.Field("Pod");
   absl::StatusOr<simdjson::dom::object> obj = AsObject(doc->root(), path);
   if (!obj.ok()) return obj.status();
-  return DecodePod(*obj, names, path);
+  // Decoding adds no name; the test then commits the pod's new names as the model would.
+  core::ResourceNameScope scope(names);
+  absl::StatusOr<core::Pod> pod = DecodePod(*obj, scope, path);
+  if (!pod.ok()) return pod.status();
+  core::ResourceVector* vectors[] = {&pod->request};
+  REQUIRE(core::ResolveProvisionalIds(names, scope.provisional(), vectors).ok());
+  return pod;
 }
 absl::StatusOr<core::Pod> PodFrom(const Json& j, core::ResourceNames& names) {
   return PodFromText(j.dump(), names);
@@ -66,7 +72,12 @@ absl::StatusOr<core::Node> NodeFromText(const std::string& text, core::ResourceN
   const JsonPath path = top.Field("Node");
   absl::StatusOr<simdjson::dom::object> obj = AsObject(doc->root(), path);
   if (!obj.ok()) return obj.status();
-  return DecodeNode(*obj, names, path);
+  core::ResourceNameScope scope(names);
+  absl::StatusOr<core::Node> node = DecodeNode(*obj, scope, path);
+  if (!node.ok()) return node.status();
+  core::ResourceVector* vectors[] = {&node->capacity, &node->allocatable};
+  REQUIRE(core::ResolveProvisionalIds(names, scope.provisional(), vectors).ok());
+  return node;
 }
 absl::StatusOr<core::Node> NodeFrom(const Json& j, core::ResourceNames& names) {
   return NodeFromText(j.dump(), names);
@@ -637,15 +648,24 @@ TEST_CASE("DecodeNode errors name the path", "[codec][errors]") {
 
 // ---- watch events and lists ------------------------------------------------------------------
 
+// Decoded events with their new resource names added to `names`, as the model adds them when
+// it commits the events.
+absl::StatusOr<std::vector<core::ModelEvent>> Committed(
+    absl::StatusOr<std::vector<core::ModelEvent>> events, core::ResourceNames& names) {
+  if (!events.ok()) return events;
+  for (core::ModelEvent& e : *events) REQUIRE(core::ResolveEventResources(names, e).ok());
+  return events;
+}
+
 absl::StatusOr<std::vector<core::ModelEvent>> Events(const Json& j, core::ResourceNames& names) {
   absl::StatusOr<JsonDocument> doc = JsonDocument::Parse(j.dump());
   REQUIRE(doc.ok());
-  return DecodeWatchEvents(doc->root(), names);
+  return Committed(DecodeWatchEvents(doc->root(), names), names);
 }
 absl::StatusOr<std::vector<core::ModelEvent>> ListEvents(const Json& j, core::ResourceNames& names) {
   absl::StatusOr<JsonDocument> doc = JsonDocument::Parse(j.dump());
   REQUIRE(doc.ok());
-  return DecodeList(doc->root(), names);
+  return Committed(DecodeList(doc->root(), names), names);
 }
 
 TEST_CASE("DecodeWatchEvents: a single event object", "[codec][events]") {
@@ -878,7 +898,8 @@ TEST_CASE("EncodePod round trip: decode(encode(pod)) == pod", "[codec][roundtrip
   terminating["metadata"]["deletionTimestamp"] = "2026-01-02T00:00:00Z";
   pods.push_back(MustPod(terminating, names));
   pods.push_back(MustPod({{"metadata", {{"name", "generated"}}}}, names));  // no uid, no time
-  pods.push_back(MustPod(MakePod("failed").Phase("Failed").Cpu("9223372036854775807").Obj(), names));
+  // The most cpu berth can hold (whole cores that many would not fit: refused, see DecodePod).
+  pods.push_back(MustPod(MakePod("failed").Phase("Failed").Cpu("9223372036854775807m").Obj(), names));
   pods.push_back(MustPod(MakePod("unknown").Phase("Unknown").Memory("7Ei").Obj(), names));
   Json offset = MakePod("offset").Obj();
   offset["metadata"]["creationTimestamp"] = "2026-01-01T02:00:00+02:00";
@@ -996,7 +1017,10 @@ absl::StatusOr<core::ModelEvent> ObjectEvent(const Json& j, core::ResourceNames&
   const JsonPath path = top.Field("object");
   absl::StatusOr<simdjson::dom::object> obj = AsObject(doc->root(), path);
   if (!obj.ok()) return obj.status();
-  return DecodeObjectEvent(*obj, deleted, names, path, kind_hint, version_hint);
+  absl::StatusOr<core::ModelEvent> e =
+      DecodeObjectEvent(*obj, deleted, names, path, kind_hint, version_hint);
+  if (e.ok()) REQUIRE(core::ResolveEventResources(names, *e).ok());
+  return e;
 }
 
 // The event `j` decodes to, which must be a T.
@@ -1942,7 +1966,8 @@ TEST_CASE("DecodePod: placement errors fail verb requests too - without crashing
     const JsonPath path = top.Field("Pod");
     absl::StatusOr<simdjson::dom::object> obj = AsObject(doc->root(), path);
     REQUIRE(obj.ok());
-    absl::StatusOr<core::Pod> pod = DecodePod(*obj, names, path, NameMode::kLookup);
+    core::ResourceNameScope scope(names);
+    absl::StatusOr<core::Pod> pod = DecodePod(*obj, scope, path, NameMode::kLookup);
     REQUIRE_FALSE(pod.ok());
     CHECK(Contains(ToStd(pod.status().message()), "Pod.spec."));
   }

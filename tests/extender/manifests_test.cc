@@ -1326,7 +1326,8 @@ TEST_CASE("the examples decode as berth's objects and refer to objects that exis
   const std::vector<Object> objs = LoadObjects("");
   const BerthPod berth_pod = LoadBerthPod(objs);
   const std::string scheduler_name = BerthConfig(objs, berth_pod).value("schedulerName", "");
-  core::ResourceNames names;
+  core::ResourceNames table;
+  core::ResourceNameScope names(table);  // the checks read only the well-known resources
 
   std::map<std::string, core::Pool> pools;
   std::set<std::string> queues = {"default"};

@@ -145,7 +145,8 @@ class ContractCluster {
     AddNode("unbounded", {{kCpu, kInt64Max}, {kMemory, kInt64Max}, {kPods, kInt64Max},
                           {kNvidiaGpu, kInt64Max}});
     AddPod("u1", "unbounded", {{kCpu, kInt64Max - 1}, {kMemory, kInt64Max}, {kPods, 1}});
-    AddPod("u2", "unbounded", {{kCpu, kInt64Max}, {kNvidiaGpu, kInt64Max}, {kPods, 1}});
+    // Together at the int64 bound of cpu exactly (more would be refused by the model).
+    AddPod("u2", "unbounded", {{kCpu, 1}, {kNvidiaGpu, kInt64Max}, {kPods, 1}});
     AddPod("done", "empty", {{kCpu, 8000}, {kPods, 1}}, core::PodPhase::kSucceeded);
 
     pods_.push_back(MakePod("tiny", {{kCpu, 1}, {kPods, 1}}));
@@ -171,7 +172,7 @@ class ContractCluster {
     n.name = std::move(name);
     for (const auto& [id, amount] : alloc) n.allocatable.Set(id, amount);
     n.capacity = n.allocatable;
-    model_.Apply(core::NodeUpsert{std::move(n)});
+    REQUIRE(model_.Apply(core::NodeUpsert{std::move(n)}).refused.empty());
   }
   void AddPod(std::string uid, std::string node,
               std::initializer_list<std::pair<core::ResourceId, int64_t>> req,
@@ -179,7 +180,7 @@ class ContractCluster {
     core::Pod p = MakePod(std::move(uid), req);
     p.node_name = std::move(node);
     p.phase = p.node_name.empty() ? core::PodPhase::kPending : phase;
-    model_.Apply(core::PodUpsert{std::move(p)});
+    REQUIRE(model_.Apply(core::PodUpsert{std::move(p)}).refused.empty());
   }
   static core::Pod MakePod(std::string uid,
                            std::initializer_list<std::pair<core::ResourceId, int64_t>> req) {
