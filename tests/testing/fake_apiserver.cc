@@ -90,6 +90,11 @@ const ResourceInfo kResources[] = {
      true},
 };
 
+// Custom resources (CRDs) serialize with sorted keys and take no strategic merge patches.
+bool IsCustom(const ResourceInfo& r) {
+  return std::string_view(r.group) == "berth.io" || std::string_view(r.group) == "scheduling.x-k8s.io";
+}
+
 const ResourceInfo* FindResource(std::string_view key) {
   for (const ResourceInfo& r : kResources) {
     if (key == r.key) return &r;
@@ -127,6 +132,119 @@ std::string MetaStr(const Json& obj, const char* key) {
 }
 
 std::string Dump(const Json& j) { return j.dump(-1, ' ', false, Json::error_handler_t::replace); }
+
+// ---- kube-apiserver's byte layout ---------------------------------------------------------------
+
+// Built-in types serialize their fields in Go struct order, custom resources with sorted keys
+// (nlohmann's order). The orders below are those of the envelopes whose bytes clients and tests
+// see: a watch event, TypeMeta + ObjectMeta/ListMeta + spec/status, Status and its details and
+// causes. Fields of a spec or status come in sorted order (their shape, not their layout, is what
+// the fake models).
+enum class KeyOrder { kTop, kMeta, kDetails, kCause, kSorted };
+
+int KeyRank(KeyOrder order, std::string_view key) {
+  static constexpr std::string_view kTop[] = {"kind",    "apiVersion", "metadata", "spec",
+                                              "status",  "message",    "reason",   "details",
+                                              "code",    "items"};
+  static constexpr std::string_view kMeta[] = {
+      "name",  "generateName", "namespace",         "selfLink",
+      "uid",   "resourceVersion", "continue",       "remainingItemCount",
+      "generation", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds",
+      "labels", "annotations", "ownerReferences",   "finalizers",
+      "managedFields"};
+  static constexpr std::string_view kDetails[] = {"name", "group", "kind", "uid", "causes",
+                                                  "retryAfterSeconds"};
+  static constexpr std::string_view kCause[] = {"reason", "message", "field"};
+  auto rank = [&](const auto& table) {
+    for (size_t i = 0; i < std::size(table); ++i) {
+      if (table[i] == key) return static_cast<int>(i);
+    }
+    return static_cast<int>(std::size(table));
+  };
+  switch (order) {
+    case KeyOrder::kTop:
+      return rank(kTop);
+    case KeyOrder::kMeta:
+      return rank(kMeta);
+    case KeyOrder::kDetails:
+      return rank(kDetails);
+    case KeyOrder::kCause:
+      return rank(kCause);
+    case KeyOrder::kSorted:
+      break;
+  }
+  return 0;
+}
+
+// Go's encoding/json escapes <, > and & in strings.
+void AppendScalar(std::string* out, const Json& j) {
+  const std::string s = Dump(j);
+  if (!j.is_string()) {
+    out->append(s);
+    return;
+  }
+  for (char c : s) {
+    if (c == '<') {
+      out->append("\\u003c");
+    } else if (c == '>') {
+      out->append("\\u003e");
+    } else if (c == '&') {
+      out->append("\\u0026");
+    } else {
+      out->push_back(c);
+    }
+  }
+}
+
+void AppendKube(std::string* out, const Json& j, KeyOrder order, bool custom) {
+  if (j.is_array()) {
+    out->push_back('[');
+    bool first = true;
+    for (const Json& e : j) {
+      if (!first) out->push_back(',');
+      first = false;
+      AppendKube(out, e, order, custom);
+    }
+    out->push_back(']');
+    return;
+  }
+  if (!j.is_object()) {
+    AppendScalar(out, j);
+    return;
+  }
+  std::vector<std::pair<int, const std::string*>> keys;
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    keys.emplace_back(custom ? 0 : KeyRank(order, it.key()), &it.key());
+  }
+  std::stable_sort(keys.begin(), keys.end(),
+                   [](const auto& a, const auto& b) { return a.first < b.first; });
+  out->push_back('{');
+  bool first = true;
+  for (const auto& [rank, key] : keys) {
+    if (!first) out->push_back(',');
+    first = false;
+    AppendScalar(out, Json(*key));
+    out->push_back(':');
+    KeyOrder child = KeyOrder::kSorted;
+    if (order == KeyOrder::kTop) {
+      if (*key == "metadata") child = KeyOrder::kMeta;
+      if (*key == "details") child = KeyOrder::kDetails;
+      if (*key == "items") child = KeyOrder::kTop;
+    } else if (order == KeyOrder::kDetails && *key == "causes") {
+      child = KeyOrder::kCause;
+    }
+    AppendKube(out, j.at(*key), child, custom);
+  }
+  out->push_back('}');
+}
+
+/// `j` as kube-apiserver writes it (without the trailing newline of a response body). `custom`:
+/// an object or list of a custom resource (sorted keys); a Status is always a built-in type.
+std::string KubeDump(const Json& j, bool custom) {
+  std::string out;
+  AppendKube(&out, j, KeyOrder::kTop, custom && Str(j, "kind") != "Status");
+  return out;
+}
 
 Json WithKind(const ResourceInfo& res, Json obj) {
   obj["kind"] = res.kind;
@@ -203,8 +321,9 @@ std::string Base64(std::string_view in) {
 Json StatusBody(int code, const std::string& reason, const std::string& message,
                 Json details = nullptr) {
   Json s = {{"kind", "Status"},    {"apiVersion", "v1"}, {"metadata", Json::object()},
-            {"status", "Failure"}, {"message", message}, {"reason", reason},
-            {"code", code}};
+            {"status", "Failure"}, {"message", message}, {"code", code}};
+  // An error kube-apiserver passes through from etcd has no reason.
+  if (!reason.empty()) s["reason"] = reason;
   if (!details.is_null()) s["details"] = std::move(details);
   return s;
 }
@@ -617,8 +736,29 @@ void MatchApiserverCompression(const httplib::Request& req, size_t body_size, bo
   if (!stream && gzip && body_size >= 128 * 1024) headers.emplace("Accept-Encoding", "gzip");
 }
 
-std::string EventLine(std::string_view type, const Json& object) {
-  return StrCat("{\"type\":\"", type, "\",\"object\":", Dump(object), "}\n");
+std::string EventLine(std::string_view type, const Json& object, bool custom) {
+  return StrCat("{\"type\":\"", type, "\",\"object\":", KubeDump(object, custom), "}\n");
+}
+
+// A BOOKMARK's object: the kind with only metadata.resourceVersion, plus the zero values a
+// built-in Go type cannot omit (a Pod: creationTimestamp null, containers null, empty status).
+Json BookmarkObject(const ResourceInfo& r, int64_t rv) {
+  Json o = {{"kind", r.kind},
+            {"apiVersion", r.api_version()},
+            {"metadata", {{"resourceVersion", std::to_string(rv)}}}};
+  if (IsCustom(r)) return o;
+  o["metadata"]["creationTimestamp"] = nullptr;
+  const std::string_view key = r.key;
+  if (key == "pods") {
+    o["spec"] = {{"containers", nullptr}};
+    o["status"] = Json::object();
+  } else if (key == "nodes") {
+    o["spec"] = Json::object();
+    o["status"] = Json::object();
+  } else if (key == "leases") {
+    o["spec"] = Json::object();
+  }
+  return o;
 }
 
 Json WatchErrorStatus(int code, const std::string& message) {
@@ -658,7 +798,10 @@ struct FakeApiServer::Watcher {
   Clock::time_point deadline;
   Clock::time_point next_bookmark = Clock::time_point::max();
   uint64_t bookmark_seq = 0;
-  std::string pending;                // lines to write before anything else
+  Clock::time_point timeout_bookmark = Clock::time_point::max();
+  int64_t start_rv = 0;     // the resourceVersion it started from
+  bool saw_events = false;  // events of its resource happened since it started
+  std::vector<std::string> pending;   // chunks to write before anything else
   bool finish_after_pending = false;  // e.g. a 410 ERROR event: then end the stream
   bool drop = false;
   bool end = false;
@@ -754,22 +897,29 @@ std::optional<Reply> CheckTypeMeta(const Json& body, const std::string& kind,
   return std::nullopt;
 }
 
-// The Precondition failures kube-apiserver reports as a Conflict.
+// The Precondition failures kube-apiserver's storage layer reports, as a Conflict on the
+// resource (also for pods/binding and pods/eviction) whose message embeds the StorageError.
 std::optional<Reply> CheckPreconditions(const Json& preconditions, const Json& stored,
-                                        const std::string& qualified, const ResourceInfo& res,
+                                        const ResourceInfo& res, const std::string& ns,
                                         const std::string& name) {
+  const std::string key =
+      StrCat("/registry/", *res.group != '\0' && IsCustom(res) ? StrCat(res.group, "/") : "",
+             res.plural, "/", res.namespaced ? StrCat(ns, "/") : "", name);
+  auto storage_error = [&](const std::string& why) {
+    return Conflict(res.qualified(), res, name,
+                    StrCat("StorageError: invalid object, Code: 4, Key: ", key,
+                           ", ResourceVersion: 0, AdditionalErrorMsg: ", why));
+  };
   const std::string uid = Str(preconditions, "uid");
   if (!uid.empty() && uid != MetaStr(stored, "uid")) {
-    return Conflict(qualified, res, name,
-                    StrCat("Precondition failed: UID in precondition: ", uid,
-                           ", UID in object meta: ", MetaStr(stored, "uid")));
+    return storage_error(StrCat("Precondition failed: UID in precondition: ", uid,
+                                ", UID in object meta: ", MetaStr(stored, "uid")));
   }
   const std::string rv = Str(preconditions, "resourceVersion");
   if (!rv.empty() && rv != MetaStr(stored, "resourceVersion")) {
-    return Conflict(
-        qualified, res, name,
-        StrCat("Precondition failed: ResourceVersion in precondition: ", rv,
-               ", ResourceVersion in object meta: ", MetaStr(stored, "resourceVersion")));
+    return storage_error(StrCat("Precondition failed: ResourceVersion in precondition: ", rv,
+                                ", ResourceVersion in object meta: ",
+                                MetaStr(stored, "resourceVersion")));
   }
   return std::nullopt;
 }
@@ -824,6 +974,126 @@ Route ParseRoute(const httplib::Request& req) {
 
 }  // namespace
 
+// ---- strategic merge patch ---------------------------------------------------------------------
+
+namespace {
+
+// The lists of the built-in types the fake serves that merge by key under a strategic merge
+// patch (patchStrategy "merge" in their Go types), by field name; "" merges a list of scalars as a
+// set. Every other list is replaced.
+const char* MergeKey(std::string_view field) {
+  static constexpr std::pair<std::string_view, const char*> kKeys[] = {
+      {"conditions", "type"},        {"containers", "name"},      {"initContainers", "name"},
+      {"ephemeralContainers", "name"}, {"env", "name"},            {"ports", "containerPort"},
+      {"volumeMounts", "mountPath"}, {"volumeDevices", "devicePath"}, {"volumes", "name"},
+      {"imagePullSecrets", "name"},  {"ownerReferences", "uid"},  {"addresses", "type"},
+      {"taints", "key"},             {"finalizers", ""}};
+  for (const auto& [name, key] : kKeys) {
+    if (name == field) return key;
+  }
+  return nullptr;
+}
+
+Json WithoutDirectives(Json j) {
+  if (j.is_object()) {
+    for (auto it = j.begin(); it != j.end();) {
+      if (!it.key().empty() && it.key()[0] == '$') {
+        it = j.erase(it);
+      } else {
+        *it = WithoutDirectives(*it);
+        ++it;
+      }
+    }
+  } else if (j.is_array()) {
+    for (Json& e : j) e = WithoutDirectives(e);
+  }
+  return j;
+}
+
+Json StrategicMergeList(Json target, const Json& patch, const char* merge_key) {
+  if (!target.is_array()) target = Json::array();
+  if (*merge_key == '\0') {  // a set of scalars
+    for (const Json& e : patch) {
+      if (std::find(target.begin(), target.end(), e) == target.end()) target.push_back(e);
+    }
+    return target;
+  }
+  for (const Json& e : patch) {
+    if (e.is_object() && Str(e, "$patch") == "replace") return WithoutDirectives(Json(patch));
+  }
+  for (const Json& e : patch) {
+    if (!e.is_object() || !e.contains(merge_key)) {
+      target.push_back(WithoutDirectives(e));
+      continue;
+    }
+    auto same = std::find_if(target.begin(), target.end(), [&](const Json& t) {
+      return t.is_object() && t.contains(merge_key) && t.at(merge_key) == e.at(merge_key);
+    });
+    if (Str(e, "$patch") == "delete") {
+      if (same != target.end()) target.erase(same);
+    } else if (same != target.end()) {
+      *same = StrategicMerge(std::move(*same), e);
+    } else {
+      target.push_back(WithoutDirectives(e));
+    }
+  }
+  return target;
+}
+
+}  // namespace
+
+// Applies a strategic merge patch as kube-apiserver does for the built-in types: maps merge, null
+// deletes, the lists of MergeKey merge by key, and the $patch (replace, delete),
+// $deleteFromPrimitiveList/<field>, $retainKeys and $setElementOrder/<field> directives.
+Json StrategicMerge(Json target, const Json& patch) {
+  if (!patch.is_object()) return patch;
+  const std::string directive = Str(patch, "$patch");
+  if (directive == "replace") return WithoutDirectives(patch);
+  if (directive == "delete") return nullptr;
+  if (!target.is_object()) target = Json::object();
+  for (auto it = patch.begin(); it != patch.end(); ++it) {
+    const std::string& key = it.key();
+    const Json& value = it.value();
+    constexpr std::string_view kDeleteFrom = "$deleteFromPrimitiveList/";
+    if (key.compare(0, kDeleteFrom.size(), kDeleteFrom) == 0) {
+      const std::string field = key.substr(kDeleteFrom.size());
+      if (auto t = target.find(field); t != target.end() && t->is_array() && value.is_array()) {
+        Json kept = Json::array();
+        for (const Json& e : *t) {
+          if (std::find(value.begin(), value.end(), e) == value.end()) kept.push_back(e);
+        }
+        *t = std::move(kept);
+      }
+      continue;
+    }
+    if (!key.empty() && key[0] == '$') continue;  // $patch, $retainKeys, $setElementOrder/...
+    if (value.is_null()) {
+      target.erase(key);
+    } else if (value.is_object()) {
+      Json merged = StrategicMerge(target.contains(key) ? target[key] : Json(), value);
+      if (merged.is_null()) {
+        target.erase(key);
+      } else {
+        target[key] = std::move(merged);
+      }
+    } else if (const char* mk = MergeKey(key); value.is_array() && mk != nullptr) {
+      target[key] = StrategicMergeList(target.contains(key) ? target[key] : Json(), value, mk);
+    } else {
+      target[key] = WithoutDirectives(value);
+    }
+  }
+  if (auto retain = patch.find("$retainKeys"); retain != patch.end() && retain->is_array()) {
+    for (auto it = target.begin(); it != target.end();) {
+      if (std::find(retain->begin(), retain->end(), Json(it.key())) == retain->end()) {
+        it = target.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+  return target;
+}
+
 // ---- lifecycle ----------------------------------------------------------------------------------
 
 FakeApiServer::FakeApiServer(Options options)
@@ -831,9 +1101,18 @@ FakeApiServer::FakeApiServer(Options options)
       tls_(options_.tls_material != nullptr ? options_.tls_material : &SharedTlsMaterial()) {
   token_ = options_.token;
   start_status_ = Start();
+  kubelet_ = std::thread([this] { KubeletLoop(); });
 }
 
-FakeApiServer::~FakeApiServer() { Stop(); }
+FakeApiServer::~FakeApiServer() {
+  Stop();
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    closing_ = true;
+  }
+  cv_.notify_all();
+  kubelet_.join();
+}
 
 absl::Status FakeApiServer::Start() {
   std::lock_guard<std::mutex> life(lifecycle_mu_);
@@ -967,8 +1246,10 @@ void FakeApiServer::Install(httplib::Server& s) {
   s.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
     if (!res.body.empty()) return;
     const std::string body =
-        Dump(StatusBody(res.status, DefaultReason(res.status),
-                        StrCat("HTTP ", res.status, " for ", req.method, " ", req.path)));
+        KubeDump(StatusBody(res.status, DefaultReason(res.status),
+                            StrCat("HTTP ", res.status, " for ", req.method, " ", req.path)),
+                 false) +
+        "\n";
     MatchApiserverCompression(req, body.size(), false);
     res.set_content(body, "application/json");
   });
@@ -983,7 +1264,9 @@ void FakeApiServer::Install(httplib::Server& s) {
         }
         res.status = 500;
         const std::string body =
-            Dump(StatusBody(500, "InternalError", StrCat("Internal error occurred: ", what)));
+            KubeDump(StatusBody(500, "InternalError", StrCat("Internal error occurred: ", what)),
+                     false) +
+            "\n";
         MatchApiserverCompression(req, body.size(), false);
         res.set_content(body, "application/json");
       });
@@ -1067,7 +1350,9 @@ void FakeApiServer::Handle(const httplib::Request& req, httplib::Response& res) 
   if (!streaming) {
     res.status = reply.status;
     if (reply.retry_after >= 0) res.set_header("Retry-After", std::to_string(reply.retry_after));
-    std::string body = Dump(reply.body);
+    // Compact JSON and a newline, as kube-apiserver's encoder writes it.
+    std::string body =
+        KubeDump(reply.body, route.res != nullptr && IsCustom(*route.res)) + "\n";
     MatchApiserverCompression(req, body.size(), false);
     res.set_content(std::move(body), "application/json");
   }
@@ -1100,7 +1385,14 @@ FakeApiServer::Reply FakeApiServer::Serve(const httplib::Request& req, httplib::
     if (route.name.empty() || route.watch) {
       return route.watch ? StartWatch(req, res, route, streaming) : ServeList(req, route);
     }
-    std::lock_guard<std::mutex> lk(mu_);
+    std::unique_lock<std::mutex> lk(mu_);
+    // A get with a resourceVersion is served from the watch cache: not older than it.
+    const std::string rv_text = req.get_param_value("resourceVersion");
+    if (!rv_text.empty() && rv_text != "0") {
+      const std::optional<int64_t> want = ParseInt(rv_text);
+      if (!want || *want < 0) return Error(400, StrCat("invalid resource version: ", rv_text));
+      if (auto late = WaitForRvLocked(lk, *want)) return *late;
+    }
     const auto& objects = store_[r.key];
     auto it = objects.find(ObjectKey(r, route.ns, route.name));
     if (it == objects.end()) return NotFound(r, route.name);
@@ -1211,8 +1503,43 @@ FakeApiServer::Reply FakeApiServer::ServeDiscovery(const std::string& path) {
 
 // ---- list ---------------------------------------------------------------------------------------
 
+namespace {
+
+// kube-apiserver's answer to a read from a resourceVersion it has not reached.
+Reply TooLargeResourceVersion(int64_t want, int64_t current, int retry_after) {
+  Json details = {{"causes", Json::array({{{"reason", "ResourceVersionTooLarge"},
+                                           {"message", "Too large resource version"}}})}};
+  if (retry_after > 0) details["retryAfterSeconds"] = retry_after;
+  Reply r = Error(504, StrCat("Timeout: Too large resource version: ", want, ", current: ", current),
+                  std::move(details));
+  r.retry_after = retry_after > 0 ? retry_after : -1;
+  return r;
+}
+
+// ListOptions that kube-apiserver's validation refuses: 422 Invalid on meta.k8s.io ListOptions.
+Reply InvalidListOptions(const std::string& field, const std::string& type,
+                         const std::string& detail) {
+  Json details = {{"group", "meta.k8s.io"},
+                  {"kind", "ListOptions"},
+                  {"causes", Json::array({{{"reason", type}, {"message", detail}, {"field", field}}})}};
+  return Error(422, StrCat("ListOptions.meta.k8s.io \"\" is invalid: ", field, ": ", detail),
+               std::move(details));
+}
+
+}  // namespace
+
+std::optional<FakeApiServer::Reply> FakeApiServer::WaitForRvLocked(std::unique_lock<std::mutex>& lk,
+                                                                   int64_t want) {
+  if (rv_ >= want) return std::nullopt;
+  cv_.wait_for(lk, std::chrono::milliseconds(options_.too_large_rv_wait_ms),
+               [&] { return rv_ >= want || stopping_; });
+  if (rv_ >= want) return std::nullopt;
+  return TooLargeResourceVersion(want, rv_, 1);
+}
+
 FakeApiServer::Reply FakeApiServer::ServeList(const httplib::Request& req, const Route& route) {
   const ResourceInfo& r = *route.res;
+  const bool custom = IsCustom(r);
   const std::string field_text = req.get_param_value("fieldSelector");
   const std::string label_text = req.get_param_value("labelSelector");
   auto fields = ParseFieldSelector(r, field_text);
@@ -1230,11 +1557,52 @@ FakeApiServer::Reply FakeApiServer::ServeList(const httplib::Request& req, const
   }
   const std::string scope = StrCat(r.key, "/", route.ns);
   const std::string cont = req.get_param_value("continue");
+  const std::string rv_text = req.get_param_value("resourceVersion");
+  const std::string match = req.get_param_value("resourceVersionMatch");
+  // kube-apiserver's ValidateListOptions.
+  if (!match.empty()) {
+    if (rv_text.empty()) {
+      return InvalidListOptions("resourceVersionMatch", "FieldValueForbidden",
+                                "Forbidden: resourceVersionMatch is forbidden unless "
+                                "resourceVersion is provided");
+    }
+    if (!cont.empty()) {
+      return InvalidListOptions("resourceVersionMatch", "FieldValueForbidden",
+                                "Forbidden: resourceVersionMatch is forbidden when continue is "
+                                "provided");
+    }
+    if (match != "Exact" && match != "NotOlderThan") {
+      return InvalidListOptions(
+          "resourceVersionMatch", "FieldValueNotSupported",
+          StrCat("Unsupported value: \"", match,
+                 "\": supported values: \"Exact\", \"NotOlderThan\", \"\""));
+    }
+    if (match == "Exact" && rv_text == "0") {
+      return InvalidListOptions("resourceVersionMatch", "FieldValueForbidden",
+                                "Forbidden: resourceVersionMatch \"exact\" is forbidden for "
+                                "resourceVersion \"0\"");
+    }
+  }
+  std::optional<int64_t> want;
+  if (!rv_text.empty() && rv_text != "0") {
+    want = ParseInt(rv_text);
+    if (!want || *want < 0) return Error(400, StrCat("invalid resource version: ", rv_text));
+  }
+  if (!cont.empty() && want) {
+    return Error(400, "specifying resource version is not allowed when using continue");
+  }
+  // Exact, or a paginated list from a resourceVersion: an etcd read at that revision. Otherwise
+  // (NotOlderThan, or no limit) the watch cache answers, with its current state.
+  const bool exact = want && (match == "Exact" || (match.empty() && limit > 0));
 
-  std::lock_guard<std::mutex> lk(mu_);
+  std::unique_lock<std::mutex> lk(mu_);
   std::shared_ptr<const std::vector<Json>> items;
   size_t offset = 0;
   int64_t rv = rv_;
+  Watcher filter;
+  filter.ns = route.ns;
+  filter.selectors.fields = *std::move(fields);
+  filter.selectors.labels = *std::move(labels);
   if (!cont.empty()) {
     auto it = continues_.find(cont);
     if (it == continues_.end()) {
@@ -1260,12 +1628,43 @@ FakeApiServer::Reply FakeApiServer::ServeList(const httplib::Request& req, const
     offset = it->second.offset;
     rv = it->second.rv;
   } else {
+    std::map<std::string, Json> at = store_[r.key];
+    if (exact) {
+      if (*want > rv_) {
+        return {500,
+                StatusBody(500, "", "etcdserver: mvcc: required revision is a future revision"),
+                -1};
+      }
+      if (*want < compacted_rv_) {
+        return Error(410, "The resourceVersion for the provided list is too old.");
+      }
+      // The state at that revision: undo the later writes.
+      for (auto h = history_.rbegin(); h != history_.rend() && h->rv > *want; ++h) {
+        if (h->res != &r) continue;
+        const Json& obj = h->type == "ADDED" ? h->object : h->prev;
+        const std::string key = ObjectKey(r, MetaStr(obj, "namespace"), MetaStr(obj, "name"));
+        if (h->type == "ADDED") {
+          at.erase(key);
+        } else {
+          Json before = h->prev;
+          before.erase("kind");
+          before.erase("apiVersion");
+          at[key] = std::move(before);
+        }
+      }
+      rv = *want;
+    } else if (want) {
+      if (match.empty() || limit == 0) {
+        if (auto late = WaitForRvLocked(lk, *want)) return *late;
+      } else if (*want > rv_) {
+        // NotOlderThan with a limit reads etcd, which does not wait.
+        return TooLargeResourceVersion(*want, rv_, 0);
+      }
+      at = store_[r.key];
+      rv = rv_;
+    }
     auto all = std::make_shared<std::vector<Json>>();
-    Watcher filter;
-    filter.ns = route.ns;
-    filter.selectors.fields = *std::move(fields);
-    filter.selectors.labels = *std::move(labels);
-    for (const auto& [key, obj] : store_[r.key]) {
+    for (const auto& [key, obj] : at) {
       if (filter.Matches(obj)) all->push_back(obj);
     }
     items = std::move(all);
@@ -1273,8 +1672,13 @@ FakeApiServer::Reply FakeApiServer::ServeList(const httplib::Request& req, const
   const size_t remaining = items->size() - std::min(offset, items->size());
   const size_t take = limit > 0 ? std::min(remaining, static_cast<size_t>(limit)) : remaining;
   Json list_items = Json::array();
-  for (size_t i = offset; i < offset + take; ++i) list_items.push_back((*items)[i]);
+  for (size_t i = offset; i < offset + take; ++i) {
+    // Items of a custom resource list carry their kind and apiVersion (built-in ones do not).
+    list_items.push_back(custom ? WithKind(r, (*items)[i]) : (*items)[i]);
+  }
   Json metadata = {{"resourceVersion", std::to_string(rv)}};
+  // Custom resource lists always carry continue, empty on the last page.
+  if (custom) metadata["continue"] = "";
   if (take < remaining) {
     const std::string token = StrCat("fake-continue-", ++continues_issued_);
     continues_[token] = ContinueToken{items, offset + take, rv, scope};
@@ -1294,6 +1698,7 @@ FakeApiServer::Reply FakeApiServer::ServeList(const httplib::Request& req, const
 FakeApiServer::Reply FakeApiServer::StartWatch(const httplib::Request& req, httplib::Response& res,
                                                const Route& route, bool* streaming) {
   const ResourceInfo& r = *route.res;
+  const bool custom = IsCustom(r);
   auto w = std::make_shared<Watcher>();
   w->res = &r;
   w->ns = route.ns;
@@ -1319,6 +1724,9 @@ FakeApiServer::Reply FakeApiServer::StartWatch(const httplib::Request& req, http
   if (options_.bookmark_interval_ms > 0 && w->bookmarks) {
     w->next_bookmark = now + std::chrono::milliseconds(options_.bookmark_interval_ms);
   }
+  // kube-apiserver 1.26 sends a watch that asked for bookmarks one about two seconds before its
+  // timeout, if events of its resource happened meanwhile.
+  if (w->bookmarks && timeout > 2) w->timeout_bookmark = w->deadline - std::chrono::seconds(2);
   const std::string rv_text = req.get_param_value("resourceVersion");
   std::optional<int64_t> from;
   if (!rv_text.empty() && rv_text != "0") {
@@ -1332,29 +1740,31 @@ FakeApiServer::Reply FakeApiServer::StartWatch(const httplib::Request& req, http
   {
     std::lock_guard<std::mutex> lk(mu_);
     if (!from) {
-      // "Any" or "most recent": the current state as synthetic ADDED events, then live.
+      // "Any" or "most recent": the current state as synthetic ADDED events (all in one chunk),
+      // then live.
+      std::string initial;
       for (const auto& [key, obj] : store_[r.key]) {
-        if (w->Matches(obj)) w->pending += EventLine("ADDED", WithKind(r, obj));
+        if (w->Matches(obj)) initial += EventLine("ADDED", WithKind(r, obj), custom);
       }
       w->last_rv = rv_;
       if (w->bookmarks && ParseBool(req.get_param_value("sendInitialEvents"))) {
-        Json bookmark = {{"kind", r.kind},
-                         {"apiVersion", r.api_version()},
-                         {"metadata",
-                          {{"resourceVersion", std::to_string(rv_)},
-                           {"annotations", {{"k8s.io/initial-events-end", "true"}}}}}};
-        w->pending += EventLine("BOOKMARK", bookmark);
+        Json bookmark = BookmarkObject(r, rv_);
+        bookmark["metadata"]["annotations"] = {{"k8s.io/initial-events-end", "true"}};
+        initial += EventLine("BOOKMARK", bookmark, custom);
       }
+      if (!initial.empty()) w->pending.push_back(std::move(initial));
     } else if (*from < compacted_rv_) {
       const std::string message =
           StrCat("too old resource version: ", *from, " (", compacted_rv_, ")");
       if (options_.watch_410_as_http_status) return Error(410, message);
-      w->pending = EventLine("ERROR", WatchErrorStatus(410, message));
+      w->pending.push_back(EventLine("ERROR", WatchErrorStatus(410, message), false));
       w->finish_after_pending = true;
       w->last_rv = rv_;
     } else {
+      // From a resourceVersion newer than the server's: silent until it gets there.
       w->last_rv = *from;
     }
+    w->start_rv = w->last_rv;
     w->bookmark_seq = bookmark_seq_;
     watchers_.insert(w);
   }
@@ -1363,17 +1773,20 @@ FakeApiServer::Reply FakeApiServer::StartWatch(const httplib::Request& req, http
   res.set_chunked_content_provider(
       "application/json",
       [this, w](size_t, httplib::DataSink& sink) {
-        std::string out;
+        std::vector<std::string> chunks;
         bool finish = false;
-        const bool keep = WatchStep(*w, &out, &finish);
-        // An empty write would end cpp-httplib's chunked loop as if the stream were done.
-        if (!out.empty() && !sink.write(out.data(), out.size())) return false;
+        const bool keep = WatchStep(*w, &chunks, &finish);
+        // One chunk per event, as kube-apiserver flushes each. (An empty write would end
+        // cpp-httplib's chunked loop as if the stream were done.)
+        for (const std::string& chunk : chunks) {
+          if (!chunk.empty() && !sink.write(chunk.data(), chunk.size())) return false;
+        }
         if (!keep) return false;  // cut: no terminating chunk
         if (finish) {
           sink.done();
           return true;
         }
-        if (out.empty() && w->fd >= 0 && PeerClosed(w->fd)) return false;
+        if (chunks.empty() && w->fd >= 0 && PeerClosed(w->fd)) return false;
         return true;
       },
       [this, w](bool) {
@@ -1389,10 +1802,10 @@ bool FakeApiServer::HasWorkLocked(const Watcher& w) const {
   return stopping_ || w.drop || w.end || w.error_code != 0 || !w.pending.empty() ||
          w.finish_after_pending || rv_ > w.last_rv || w.last_rv < compacted_rv_ ||
          uninstalled_.count(w.res->key) > 0 || (w.bookmarks && w.bookmark_seq != bookmark_seq_) ||
-         now >= w.next_bookmark || now >= w.deadline;
+         now >= w.next_bookmark || now >= w.timeout_bookmark || now >= w.deadline;
 }
 
-bool FakeApiServer::WatchStep(Watcher& w, std::string* out, bool* finish) {
+bool FakeApiServer::WatchStep(Watcher& w, std::vector<std::string>* out, bool* finish) {
   std::unique_lock<std::mutex> lk(mu_);
   // Short waits, so that shutdown, timeouts and clients that left are noticed.
   cv_.wait_for(lk, std::chrono::milliseconds(50), [&] { return HasWorkLocked(w); });
@@ -1404,6 +1817,7 @@ bool FakeApiServer::WatchStep(Watcher& w, std::string* out, bool* finish) {
     return true;
   }
   const ResourceInfo& r = *w.res;
+  const bool custom = IsCustom(r);
   if (w.error_code != 0) {
     const int code = w.error_code;
     const std::string message =
@@ -1412,7 +1826,7 @@ bool FakeApiServer::WatchStep(Watcher& w, std::string* out, bool* finish) {
                           "an error on the server (\"injected watch error\") has "
                           "prevented the "
                           "request from succeeding");
-    *out += EventLine("ERROR", WatchErrorStatus(code, message));
+    out->push_back(EventLine("ERROR", WatchErrorStatus(code, message), false));
     *finish = true;
     return true;
   }
@@ -1421,8 +1835,10 @@ bool FakeApiServer::WatchStep(Watcher& w, std::string* out, bool* finish) {
     return true;
   }
   if (w.last_rv < compacted_rv_) {
-    *out += EventLine("ERROR", WatchErrorStatus(410, StrCat("too old resource version: ", w.last_rv,
-                                                            " (", compacted_rv_, ")")));
+    out->push_back(EventLine("ERROR",
+                             WatchErrorStatus(410, StrCat("too old resource version: ", w.last_rv,
+                                                          " (", compacted_rv_, ")")),
+                             false));
     *finish = true;
     return true;
   }
@@ -1431,31 +1847,37 @@ bool FakeApiServer::WatchStep(Watcher& w, std::string* out, bool* finish) {
   for (; it != history_.end(); ++it) {
     const HistoryEvent& e = *it;
     if (e.res != &r) continue;
+    w.saw_events = true;
     // As kube-apiserver's watch cache filters: an object entering the selection is ADDED, one
     // leaving it is DELETED (its previous state at the event's resourceVersion).
     const bool now_in = e.type != "DELETED" && w.Matches(e.object);
     const bool was_in = !e.prev.is_null() && w.Matches(e.prev);
     if (now_in && !was_in) {
-      *out += EventLine("ADDED", e.object);
+      out->push_back(EventLine("ADDED", e.object, custom));
     } else if (now_in) {
-      *out += EventLine(e.type == "ADDED" ? "ADDED" : "MODIFIED", e.object);
+      out->push_back(EventLine(e.type == "ADDED" ? "ADDED" : "MODIFIED", e.object, custom));
     } else if (was_in) {
       Json gone = e.prev;
       gone["metadata"]["resourceVersion"] = std::to_string(e.rv);
-      *out += EventLine("DELETED", gone);
+      out->push_back(EventLine("DELETED", gone, custom));
     }
   }
   w.last_rv = std::max(w.last_rv, rv_);  // a watch from a future resourceVersion stays there
   const auto now = Clock::now();
-  if (w.bookmarks && (w.bookmark_seq != bookmark_seq_ || now >= w.next_bookmark)) {
-    Json bookmark = {{"kind", r.kind},
-                     {"apiVersion", r.api_version()},
-                     {"metadata", {{"resourceVersion", std::to_string(rv_)}}}};
-    *out += EventLine("BOOKMARK", bookmark);
+  // A watch from a future resourceVersion gets no bookmark before the server gets there.
+  const bool caught_up = rv_ >= w.start_rv;
+  bool bookmark = w.bookmarks && caught_up &&
+                  (w.bookmark_seq != bookmark_seq_ || now >= w.next_bookmark);
+  if (now >= w.timeout_bookmark) {
+    bookmark = bookmark || (w.saw_events && caught_up);
+    w.timeout_bookmark = Clock::time_point::max();
+  }
+  if (bookmark) {
+    out->push_back(EventLine("BOOKMARK", BookmarkObject(r, rv_), custom));
     w.bookmark_seq = bookmark_seq_;
-    if (options_.bookmark_interval_ms > 0) {
-      w.next_bookmark = now + std::chrono::milliseconds(options_.bookmark_interval_ms);
-    }
+  }
+  if (now >= w.next_bookmark && options_.bookmark_interval_ms > 0) {
+    w.next_bookmark = now + std::chrono::milliseconds(options_.bookmark_interval_ms);
   }
   if (w.end || now >= w.deadline) *finish = true;
   return true;
@@ -1511,6 +1933,7 @@ absl::StatusOr<Json> FakeApiServer::CreateLocked(const ResourceInfo& res, const 
   }
   if (Str(meta, "uid").empty()) meta["uid"] = NewUid();
   if (Str(meta, "creationTimestamp").empty()) meta["creationTimestamp"] = NowRfc3339();
+  if (std::string_view(res.key) == "pods") grace_ends_.erase(key);
   CommitLocked(res, "ADDED", &object, nullptr);
   objects[key] = object;
   return WithKind(res, std::move(object));
@@ -1536,6 +1959,7 @@ absl::StatusOr<Json> FakeApiServer::UpdateLocked(const ResourceInfo& res, const 
   for (const char* kept : {"uid", "creationTimestamp"}) {
     if (Str(meta, kept).empty() && !MetaStr(prev, kept).empty()) meta[kept] = MetaStr(prev, kept);
   }
+  if (FinishDeletionLocked(res, it->first, object, prev)) return WithKind(res, std::move(object));
   CommitLocked(res, "MODIFIED", &object, &prev);
   it->second = object;
   return WithKind(res, std::move(object));
@@ -1614,7 +2038,7 @@ FakeApiServer::Reply FakeApiServer::ServeUpdate(const Route& route, const std::s
   }
   if (!rv.empty() && rv != MetaStr(old, "resourceVersion")) return StaleConflict(r, route.name);
   Json preconditions = {{"uid", MetaStr(*obj, "uid")}};
-  if (auto bad = CheckPreconditions(preconditions, old, r.qualified(), r, route.name)) return *bad;
+  if (auto bad = CheckPreconditions(preconditions, old, r, route.ns, route.name)) return *bad;
 
   Json next = *std::move(obj);
   KeepStatusRule(route.subresource == "status", r.status_subresource, old, &next);
@@ -1626,6 +2050,8 @@ FakeApiServer::Reply FakeApiServer::ServeUpdate(const Route& route, const std::s
   // kube-apiserver does not write an update that changes nothing: same resourceVersion, no event.
   if (next == old) return {200, WithKind(r, old), -1};
   const Json prev = old;
+  // Clearing the last finalizer of an object being deleted deletes it.
+  if (FinishDeletionLocked(r, it->first, next, prev)) return {200, WithKind(r, std::move(next)), -1};
   CommitLocked(r, "MODIFIED", &next, &prev);
   it->second = next;
   return {200, WithKind(r, std::move(next)), -1};
@@ -1638,13 +2064,10 @@ FakeApiServer::Reply FakeApiServer::ServePatch(const Route& route, const std::st
   const bool merge =
       media == "application/merge-patch+json" || media == "application/strategic-merge-patch+json";
   const bool json_patch = media == "application/json-patch+json";
-  if (!merge && !json_patch) {
-    return Error(415, StrCat("the body of the request was in an unknown format "
-                             "- accepted media types "
-                             "include: application/json-patch+json, "
-                             "application/merge-patch+json, "
-                             "application/strategic-merge-patch+json (got \"",
-                             content_type, "\")"));
+  const bool strategic = media == "application/strategic-merge-patch+json";
+  // Custom resources take no strategic merge patch.
+  if ((!merge && !json_patch) || (strategic && IsCustom(r))) {
+    return Error(415, "415: Unsupported Media Type", Json::object());
   }
   Json patch = Json::parse(body, nullptr, false);
   if (patch.is_discarded()) return Error(400, "error decoding patch: the body is not valid JSON");
@@ -1661,7 +2084,11 @@ FakeApiServer::Reply FakeApiServer::ServePatch(const Route& route, const std::st
     // metadata.resourceVersion in a merge patch is a precondition.
     const std::string rv = MetaStr(patch, "resourceVersion");
     if (!rv.empty() && rv != MetaStr(old, "resourceVersion")) return StaleConflict(r, route.name);
-    next.merge_patch(patch);
+    if (strategic) {
+      next = StrategicMerge(std::move(next), patch);
+    } else {
+      next.merge_patch(patch);
+    }
   } else {
     try {
       next = old.patch(patch);
@@ -1698,13 +2125,14 @@ FakeApiServer::Reply FakeApiServer::ServePatch(const Route& route, const std::st
   meta["resourceVersion"] = MetaStr(old, "resourceVersion");
   if (next == old) return {200, WithKind(r, old), -1};
   const Json prev = old;
+  // Clearing the last finalizer of an object being deleted deletes it.
+  if (FinishDeletionLocked(r, it->first, next, prev)) return {200, WithKind(r, std::move(next)), -1};
   CommitLocked(r, "MODIFIED", &next, &prev);
   it->second = next;
   return {200, WithKind(r, std::move(next)), -1};
 }
 
 FakeApiServer::Reply FakeApiServer::ServeDelete(const Route& route, const std::string& body) {
-  const ResourceInfo& r = *route.res;
   Json options = Json::object();
   if (!Trim(body).empty()) {
     Reply error;
@@ -1713,17 +2141,136 @@ FakeApiServer::Reply FakeApiServer::ServeDelete(const Route& route, const std::s
     options = *std::move(parsed);
   }
   std::lock_guard<std::mutex> lk(mu_);
-  auto& objects = store_[r.key];
-  auto it = objects.find(ObjectKey(r, route.ns, route.name));
-  if (it == objects.end()) return NotFound(r, route.name);
-  if (auto pre = options.find("preconditions"); pre != options.end()) {
-    if (auto bad = CheckPreconditions(*pre, it->second, r.qualified(), r, route.name)) return *bad;
-  }
-  Json last = it->second;
+  return DeleteLocked(*route.res, route.ns, route.name, options);
+}
+
+// ---- graceful deletion --------------------------------------------------------------------------
+
+namespace {
+
+bool HasFinalizers(const Json& obj) {
+  auto m = obj.find("metadata");
+  if (m == obj.end() || !m->is_object()) return false;
+  auto f = m->find("finalizers");
+  return f != m->end() && f->is_array() && !f->empty();
+}
+
+bool Terminating(const Json& obj) {
+  auto m = obj.find("metadata");
+  if (m == obj.end() || !m->is_object()) return false;
+  auto d = m->find("deletionTimestamp");
+  return d != m->end() && !d->is_null();
+}
+
+std::string Rfc3339After(int64_t seconds) {
+  const time_t at = ::time(nullptr) + static_cast<time_t>(seconds);
+  tm utc{};
+  ::gmtime_r(&at, &utc);
+  char buf[32];
+  ::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", &utc);
+  return buf;
+}
+
+}  // namespace
+
+void FakeApiServer::RemoveLocked(const ResourceInfo& r, std::string key, Json last) {
+  store_[r.key].erase(key);
+  if (std::string_view(r.key) == "pods") grace_ends_.erase(key);
   const Json prev = last;
-  objects.erase(it);
   CommitLocked(r, "DELETED", &last, &prev);
-  return {200, WithKind(r, std::move(last)), -1};
+}
+
+FakeApiServer::Reply FakeApiServer::DeleteLocked(const ResourceInfo& r, const std::string& ns,
+                                                 const std::string& name, const Json& options) {
+  auto& objects = store_[r.key];
+  const std::string key = ObjectKey(r, ns, name);
+  auto it = objects.find(key);
+  if (it == objects.end()) return NotFound(r, name);
+  if (auto pre = options.find("preconditions"); pre != options.end() && pre->is_object()) {
+    if (auto bad = CheckPreconditions(*pre, it->second, r, ns, name)) return *bad;
+  }
+  const bool pod = std::string_view(r.key) == "pods";
+  const bool finalizers = HasFinalizers(it->second);
+  if (!pod && !finalizers) {
+    Json last = it->second;
+    RemoveLocked(r, key, last);
+    last["metadata"]["resourceVersion"] = std::to_string(rv_);
+    return {200, WithKind(r, std::move(last)), -1};
+  }
+  // The grace period: the request's, else the pod's terminationGracePeriodSeconds (30 when
+  // unset). The pod strategy makes it 0 for a pod no kubelet runs (unbound or finished).
+  int64_t grace = 0;
+  if (pod) {
+    grace = 30;
+    const Json& spec = it->second.contains("spec") ? it->second["spec"] : Json::object();
+    if (auto g = spec.find("terminationGracePeriodSeconds");
+        spec.is_object() && g != spec.end() && g->is_number_integer()) {
+      grace = g->get<int64_t>();
+    }
+    if (auto g = options.find("gracePeriodSeconds"); g != options.end() && g->is_number_integer()) {
+      grace = g->get<int64_t>();
+    }
+    if (grace < 0) grace = 1;
+    std::string phase;
+    if (auto st = it->second.find("status"); st != it->second.end()) phase = Str(*st, "phase");
+    if (Str(spec, "nodeName").empty() || phase == "Succeeded" || phase == "Failed") grace = 0;
+  }
+  if (Terminating(it->second)) {
+    // Deleting what is being deleted only ever shortens a pod's grace period.
+    const Json& meta = it->second["metadata"];
+    const int64_t current = meta.value("deletionGracePeriodSeconds", int64_t{0});
+    if (!pod || grace >= current) return {200, WithKind(r, it->second), -1};
+  }
+  Json next = it->second;
+  next["metadata"]["deletionTimestamp"] = Rfc3339After(grace);
+  next["metadata"]["deletionGracePeriodSeconds"] = grace;
+  const Json prev = it->second;
+  CommitLocked(r, "MODIFIED", &next, &prev);
+  it->second = next;
+  if (pod && (grace == 0 || options_.kubelet)) {
+    grace_ends_[key] = Clock::now() + std::chrono::seconds(grace);
+  }
+  if (!finalizers && grace == 0) {
+    RemoveLocked(r, key, next);
+    next["metadata"]["resourceVersion"] = std::to_string(rv_);
+  } else {
+    cv_.notify_all();  // the kubelet's turn
+  }
+  return {200, WithKind(r, std::move(next)), -1};
+}
+
+bool FakeApiServer::FinishDeletionLocked(const ResourceInfo& r, const std::string& key,
+                                         const Json& next, const Json& prev) {
+  if (!Terminating(next) || HasFinalizers(next)) return false;
+  if (std::string_view(r.key) == "pods") {
+    auto due = grace_ends_.find(key);
+    if (due == grace_ends_.end() || due->second > Clock::now()) return false;
+  }
+  // Only DELETED, carrying the state before the write (its finalizers still listed).
+  RemoveLocked(r, key, prev);
+  return true;
+}
+
+void FakeApiServer::KubeletLoop() {
+  const ResourceInfo& pods = *FindResource("pods");
+  std::unique_lock<std::mutex> lk(mu_);
+  while (!closing_) {
+    cv_.wait_for(lk, std::chrono::milliseconds(20));
+    if (closing_ || stopping_) continue;
+    const auto now = Clock::now();
+    std::vector<std::string> done;
+    for (auto it = grace_ends_.begin(); it != grace_ends_.end();) {
+      auto pod = store_[pods.key].find(it->first);
+      if (pod == store_[pods.key].end()) {
+        it = grace_ends_.erase(it);
+        continue;
+      }
+      // Its containers are gone; finalizers still hold the object.
+      if (it->second <= now && !HasFinalizers(pod->second)) done.push_back(it->first);
+      ++it;
+    }
+    for (const std::string& key : done) RemoveLocked(pods, key, store_[pods.key].at(key));
+  }
 }
 
 FakeApiServer::Reply FakeApiServer::ServeBinding(const Route& route, const std::string& body) {
@@ -1761,7 +2308,7 @@ FakeApiServer::Reply FakeApiServer::ServeBinding(const Route& route, const std::
   const std::string qualified = "pods/binding";
   Json preconditions = {{"uid", MetaStr(*binding, "uid")},
                         {"resourceVersion", MetaStr(*binding, "resourceVersion")}};
-  if (auto bad = CheckPreconditions(preconditions, pod, qualified, r, route.name)) return *bad;
+  if (auto bad = CheckPreconditions(preconditions, pod, r, route.ns, route.name)) return *bad;
   if (auto m = pod.find("metadata");
       m != pod.end() && m->contains("deletionTimestamp") && !m->at("deletionTimestamp").is_null()) {
     return Conflict(qualified, r, route.name,
@@ -1816,32 +2363,35 @@ FakeApiServer::Reply FakeApiServer::ServeEviction(const Route& route, const std:
   if (MetaStr(*eviction, "name") != route.name) {
     return Error(400, "name in URL does not match name in Eviction object");
   }
+  Json options = Json::object();
+  if (auto opts = eviction->find("deleteOptions"); opts != eviction->end() && opts->is_object()) {
+    options = *opts;
+  }
   std::lock_guard<std::mutex> lk(mu_);
   auto& pods = store_[r.key];
   auto it = pods.find(ObjectKey(r, route.ns, route.name));
   if (it == pods.end()) return NotFound(r, route.name);
-  if (auto opts = eviction->find("deleteOptions"); opts != eviction->end() && opts->is_object()) {
-    if (auto pre = opts->find("preconditions"); pre != opts->end()) {
-      if (auto bad = CheckPreconditions(*pre, it->second, r.qualified(), r, route.name))
-        return *bad;
-    }
+  if (auto pre = options.find("preconditions"); pre != options.end() && pre->is_object()) {
+    if (auto bad = CheckPreconditions(*pre, it->second, r, route.ns, route.name)) return *bad;
   }
   std::string phase;
   if (auto s = it->second.find("status"); s != it->second.end()) phase = Str(*s, "phase");
-  const bool terminal = phase == "Succeeded" || phase == "Failed";
-  if (!terminal && blocked_evictions_.count(StrCat(route.ns, "/", route.name)) > 0) {
-    Json details = Details(&r, route.name);
-    details["causes"] = Json::array({{{"reason", "DisruptionBudget"},
-                                      {"message",
-                                       "The disruption budget fake-pdb needs 1 "
-                                       "healthy pods and has 1 currently"}}});
+  // Disruption budgets do not protect pods that are not running (finished, Pending) or already
+  // terminating.
+  const bool ignores_budget = phase == "Succeeded" || phase == "Failed" || phase == "Pending" ||
+                              Terminating(it->second);
+  if (!ignores_budget && blocked_evictions_.count(StrCat(route.ns, "/", route.name)) > 0) {
+    // As a budget whose status the disruption controller computed: no name, no Retry-After.
+    Json details = {{"causes", Json::array({{{"reason", "DisruptionBudget"},
+                                             {"message",
+                                              "The disruption budget fake-pdb needs 1 "
+                                              "healthy pods and has 1 currently"}}})}};
     return Error(429, "Cannot evict pod as it would violate the pod's disruption budget.",
                  std::move(details));
   }
-  Json last = it->second;
-  const Json prev = last;
-  pods.erase(it);
-  CommitLocked(r, "DELETED", &last, &prev);
+  // Then a delete with the eviction's options: graceful for a pod bound to a node.
+  Reply deleted = DeleteLocked(r, route.ns, route.name, options);
+  if (deleted.status != 200) return deleted;
   return {201, SuccessStatus(201), -1};
 }
 
@@ -1899,10 +2449,24 @@ absl::StatusOr<Json> FakeApiServer::Delete(const std::string& resource, const st
     return absl::NotFoundError(StrCat(r.qualified(), " \"", name, "\" not found"));
   }
   Json last = it->second;
-  const Json prev = last;
-  objects.erase(it);
-  CommitLocked(r, "DELETED", &last, &prev);
+  RemoveLocked(r, ObjectKey(r, ns, name), last);
+  last["metadata"]["resourceVersion"] = std::to_string(rv_);
   return WithKind(r, std::move(last));
+}
+
+absl::StatusOr<Json> FakeApiServer::DeleteGracefully(const std::string& resource,
+                                                     const std::string& ns,
+                                                     const std::string& name,
+                                                     std::optional<int64_t> grace_seconds) {
+  absl::StatusOr<const ResourceInfo*> found = KnownResource(resource);
+  if (!found.ok()) return found.status();
+  Json options = Json::object();
+  if (grace_seconds) options["gracePeriodSeconds"] = *grace_seconds;
+  std::lock_guard<std::mutex> lk(mu_);
+  Reply r = DeleteLocked(**found, ns, name, options);
+  if (r.status == 404) return absl::NotFoundError(Str(r.body, "message"));
+  if (r.status != 200) return absl::FailedPreconditionError(Str(r.body, "message"));
+  return r.body;
 }
 
 std::optional<Json> FakeApiServer::Get(const std::string& resource, const std::string& ns,

@@ -23,12 +23,26 @@
 // resources list and watch across all namespaces without the namespaces/{ns} segment. Discovery
 // (/api, /api/v1, /apis, /apis/{group}[/{version}]) lists what is installed.
 //
+// What it answers is checked against responses captured from kube-apiserver 1.26
+// (../shared/fixtures/kube-apiserver-1.26, tests/extender/kube/fake_apiserver_fixtures_test.cc):
+// Status bodies, the binding and eviction answers, list metadata and watch framing byte for byte.
+// - Graceful deletion as 1.26 does it: a DELETE or an eviction of a pod bound to a node sets
+//   metadata.deletionTimestamp and deletionGracePeriodSeconds (MODIFIED) and the pod stays; an
+//   unbound or finished pod, or grace 0, goes at once (MODIFIED, then DELETED). An object with
+//   finalizers stays, terminating, until a write clears them (then only DELETED). The fake also
+//   plays every node's kubelet (Options::kubelet): a terminating bound pod is removed when its
+//   grace period ends.
+// - Lists honour resourceVersion and resourceVersionMatch (NotOlderThan from the current state,
+//   Exact or a paginated list with a resourceVersion from the state at that version; 410 once
+//   compacted); a resourceVersion newer than the server's waits, then answers 504 "Too large
+//   resource version" (a plain list or get) or etcd's 500 (Exact or with a limit); a watch from one
+//   is silent until the server gets there.
+// - Strategic merge patches merge the lists kube-apiserver merges by key (conditions by type,
+//   containers by name, ...) and take the $patch, $deleteFromPrimitiveList and $retainKeys
+//   directives; custom resources refuse them with 415, as kube-apiserver does.
+//
 // Deliberate simplifications (what a test cannot observe here but could on a real cluster):
-// - Deletes are immediate (no graceful termination, no finalizers): a DELETE or an eviction removes
-//   the pod at once with a DELETED event.
-// - A list always reads the current state: `resourceVersion`/`resourceVersionMatch` on a list are
-//   ignored. A watch from a resourceVersion newer than the current one starts from there.
-// - Strategic merge patches are applied as JSON merge patches (maps merge, lists are replaced).
+// - Fields below metadata (spec, status) serialize in sorted key order, not Go struct order.
 // - Label selectors support =, ==, !=, in, notin, exists and !exists.
 // - Unauthenticated requests answer 401 (a cluster with anonymous authentication off); there is no
 //   authorization (every authenticated identity may do everything).
@@ -76,8 +90,16 @@ struct FakeApiServerOptions {
   /// A watch from a compacted resourceVersion answers an HTTP 410 Status instead of the default 200
   /// with a single ERROR event (code 410, reason Expired).
   bool watch_410_as_http_status = false;
-  /// Watches that asked for bookmarks get one this often; 0: only on SendBookmarks().
+  /// Watches that asked for bookmarks get one this often; 0: only on SendBookmarks() and about
+  /// two seconds before their timeout (if events of their resource happened), as 1.26 sends them.
   int64_t bookmark_interval_ms = 0;
+  /// The fake plays the kubelet of every node: a terminating pod bound to a node is removed
+  /// (DELETED) once its grace period has passed and it has no finalizers. false: it stays
+  /// terminating for ever, as on a cluster without kubelets (where the captures were made).
+  bool kubelet = true;
+  /// A list or get with a resourceVersion newer than the server's waits this long for it, then
+  /// answers 504 (kube-apiserver 1.26: 3 s).
+  int64_t too_large_rv_wait_ms = 3000;
   /// Watches without timeoutSeconds end cleanly after this long (kube-apiserver: 30 to 60 min).
   int64_t default_watch_timeout_seconds = 1800;
   /// Worker threads: each open watch and each kept-alive connection holds one.
@@ -117,6 +139,10 @@ struct InjectedFailure {
   std::string reason;            ///< Status reason; "" derives it from the code
   std::string message;           ///< Status message; "" derives it from the code
 };
+
+/// `patch` applied to `target` as a strategic merge patch on a built-in type (what the fake does
+/// with application/strategic-merge-patch+json).
+Json StrategicMerge(Json target, const Json& patch);
 
 class FakeApiServer {
  public:
@@ -166,9 +192,16 @@ class FakeApiServer {
   absl::StatusOr<Json> Update(const std::string& resource, const std::string& ns, Json object);
   /// Create, or Update if the object exists.
   absl::StatusOr<Json> Apply(const std::string& resource, const std::string& ns, Json object);
-  /// Removes an object (DELETED event carrying its last state); returns that state.
+  /// Removes an object at once, finalizers and grace period notwithstanding (DELETED event
+  /// carrying its last state); returns that state.
   absl::StatusOr<Json> Delete(const std::string& resource, const std::string& ns,
                               const std::string& name);
+  /// Deletes as a DELETE request does (graceful for pods bound to a node, held by finalizers);
+  /// `grace_seconds` as DeleteOptions.gracePeriodSeconds (unset: the pod's
+  /// terminationGracePeriodSeconds, 30 if it has none). Returns the object as the DELETE answers.
+  absl::StatusOr<Json> DeleteGracefully(const std::string& resource, const std::string& ns,
+                                        const std::string& name,
+                                        std::optional<int64_t> grace_seconds = std::nullopt);
   /// The object as GET returns it (with kind and apiVersion), if it exists.
   std::optional<Json> Get(const std::string& resource, const std::string& ns,
                           const std::string& name) const;
@@ -237,6 +270,7 @@ class FakeApiServer {
   struct Reply;
 
  private:
+  using Clock = std::chrono::steady_clock;
   struct HistoryEvent {
     int64_t rv = 0;
     const ResourceInfo* res = nullptr;
@@ -265,7 +299,7 @@ class FakeApiServer {
   Reply ServeDelete(const Route& route, const std::string& body);
   Reply ServeBinding(const Route& route, const std::string& body);
   Reply ServeEviction(const Route& route, const std::string& body);
-  bool WatchStep(Watcher& w, std::string* out, bool* finish);
+  bool WatchStep(Watcher& w, std::vector<std::string>* chunks, bool* finish);
   std::string Authenticate(const httplib::Request& req) const;
 
   // With mu_ held.
@@ -273,6 +307,18 @@ class FakeApiServer {
                        const Json* prev);
   absl::StatusOr<Json> CreateLocked(const ResourceInfo& res, const std::string& ns, Json object);
   absl::StatusOr<Json> UpdateLocked(const ResourceInfo& res, const std::string& ns, Json object);
+  // Deletes as DELETE with these DeleteOptions does; the object as the DELETE answers, or an
+  // error reply.
+  Reply DeleteLocked(const ResourceInfo& res, const std::string& ns, const std::string& name,
+                     const Json& options);
+  // A write replaced an object by `next`: when it is terminating, has no finalizers left and its
+  // grace period is over, it is removed instead (DELETED carrying `prev`) and true returned.
+  bool FinishDeletionLocked(const ResourceInfo& res, const std::string& key, const Json& next,
+                            const Json& prev);
+  void RemoveLocked(const ResourceInfo& res, std::string key, Json last);
+  void KubeletLoop();
+  // A read from resourceVersion `want`: waits for the server to get there, else the 504.
+  std::optional<Reply> WaitForRvLocked(std::unique_lock<std::mutex>& lk, int64_t want);
   bool HasWorkLocked(const Watcher& w) const;
 
   const Options options_;
@@ -301,6 +347,10 @@ class FakeApiServer {
   std::set<std::string> blocked_evictions_;  // "ns/name"
   std::set<std::string> uninstalled_;
   std::vector<RecordedCall> calls_;
+  // Terminating pods ("ns/name") and when their grace period ends (a kubelet is done with them).
+  std::map<std::string, Clock::time_point> grace_ends_;
+  std::thread kubelet_;
+  bool closing_ = false;  // the destructor runs: the kubelet thread ends
 };
 
 }  // namespace berth::testing

@@ -380,7 +380,9 @@ TEST_CASE("fake apiserver: bookmarks go only to watches that ask for them", "[fa
   REQUIRE(events.size() == 1);
   CHECK(events[0]["type"] == "BOOKMARK");
   CHECK(events[0]["object"]["kind"] == "Pod");
-  CHECK(events[0]["object"]["metadata"] == Json({{"resourceVersion", rv}}));
+  // Only the resourceVersion, and the zero values a Pod cannot omit, as kube-apiserver sends it.
+  CHECK(events[0]["object"]["metadata"] ==
+        Json({{"resourceVersion", rv}, {"creationTimestamp", nullptr}}));
   REQUIRE(server.Create("pods", "ml", Pod("a", "ml")).ok());
   auto plain = without.WaitEvents(1);
   REQUIRE(plain.size() == 1);
@@ -588,7 +590,10 @@ TEST_CASE(
     "[fake-apiserver]") {
   FakeApiServer server;
   REQUIRE(server.start_status().ok());
-  REQUIRE(server.Create("pods", "ml", Pod("victim", "ml", "n1", "Running")).ok());
+  // Grace period 0: the (fake) kubelet removes it as soon as it is evicted.
+  Json victim = Pod("victim", "ml", "n1", "Running");
+  victim["spec"]["terminationGracePeriodSeconds"] = 0;
+  REQUIRE(server.Create("pods", "ml", victim).ok());
   auto client = Client(server);
   const std::string path = "/api/v1/namespaces/ml/pods/victim/eviction";
   const Json eviction = {{"apiVersion", "policy/v1"},

@@ -268,12 +268,20 @@ TEST_CASE("kubernetes mode: evictions, events and annotation patches", "[kuberne
   const std::string uid = UidOf(api, "web", "frontend");
 
   SECTION("eviction") {
-    REQUIRE(writer.Evict("web", "frontend", uid).ok());
+    REQUIRE(writer.Evict("web", "frontend", uid, /*grace_seconds=*/1).ok());
     REQUIRE(api.evictions().size() == 1);
     const Json e = api.evictions()[0];
     CHECK(e["apiVersion"] == "policy/v1");
     CHECK(e["kind"] == "Eviction");
     CHECK(e["deleteOptions"]["preconditions"]["uid"] == uid);
+    CHECK(e["deleteOptions"]["gracePeriodSeconds"] == 1);
+    // Terminating for its grace period, its request still counted; then gone.
+    CHECK(berth.WaitFor([&] {
+      auto view = berth.model().Read();
+      const core::PodState* p = view->FindPod(uid);
+      return p != nullptr && p->pod.terminating;
+    }));
+    CHECK(berth.NodeCpuMilli("n1") == 3000);
     CHECK(berth.WaitFor([&] { return berth.NodeCpuMilli("n1") == 0; }));
   }
   SECTION("an eviction a disruption budget forbids") {

@@ -3,6 +3,7 @@
 // saying why, the freed room is held for the pod, and housekeeping starts reclaims for pods
 // kube-scheduler never brings to filter.
 
+#include <optional>
 #include <string>
 
 #include "catch2/catch.hpp"
@@ -26,10 +27,12 @@ void Seed(FakeApiServer& api) {
                                        .Annotation("berth.io/pool", "team-a").Cpu("8").Node("a1")
                                        .Phase("Running").Obj()).ok());
   for (const char* n : {"b1", "b2"}) {
-    REQUIRE(api.Create("pods", "ml", MakePod(std::string("borrow-") + n).Namespace("ml")
-                                         .Scheduler("berth-scheduler")
-                                         .Annotation("berth.io/pool", "team-a").Cpu("6")
-                                         .Priority(5000).Node(n).Phase("Running").Obj()).ok());
+    // Evicted, a borrower terminates for a second (its grace period) before it is gone.
+    Json borrower = MakePod(std::string("borrow-") + n).Namespace("ml")
+                        .Scheduler("berth-scheduler").Annotation("berth.io/pool", "team-a")
+                        .Cpu("6").Priority(5000).Node(n).Phase("Running").Obj();
+    borrower["spec"]["terminationGracePeriodSeconds"] = 1;
+    REQUIRE(api.Create("pods", "ml", borrower).ok());
   }
   REQUIRE(api.Create("pods", "ml", MakePod("b-job").Namespace("ml").Scheduler("berth-scheduler")
                                        .Annotation("berth.io/pool", "team-b").Cpu("4").Obj()).ok());
@@ -130,6 +133,52 @@ TEST_CASE("kubernetes mode: reclaim evicts through the Eviction API and holds th
     REQUIRE(held != nullptr);
     CHECK(view->node(held->node).node.name == "b1");
   }
+}
+
+TEST_CASE("kubernetes mode: an evicted victim holds its room while it terminates",
+          "[kubernetes][reclaim]") {
+  // No kubelet: the victim stays terminating until the test ends it.
+  FakeApiServerOptions options;
+  options.kubelet = false;
+  FakeApiServer api(options);
+  REQUIRE(api.start_status().ok());
+  Seed(api);
+  KubeBerth berth(api);
+  REQUIRE(berth.StartReady());
+  const std::string uid = UidOf(api, "b-job");
+  const std::string victim_uid = UidOf(api, "borrow-b1");
+  Parse(berth.service().Filter(FilterArgs(api, "b-job").dump()));
+  berth.service().DrainIntents();
+  REQUIRE(api.evictions().size() == 1);
+  // Evicted, not gone: the pod is terminating, and berth's watch has it so.
+  const std::optional<Json> victim = api.Get("pods", "ml", "borrow-b1");
+  REQUIRE(victim.has_value());
+  CHECK((*victim)["metadata"].contains("deletionTimestamp"));
+  REQUIRE(berth.WaitFor([&] {
+    auto view = berth.model().Read();
+    const core::PodState* p = view->FindPod(victim_uid);
+    return p != nullptr && p->pod.terminating;
+  }));
+  // Its containers still run: b1's room is still its, and the pod waits for it (no second
+  // victim, neither through filter nor through housekeeping).
+  CHECK(berth.NodeCpuMilli("b1") >= 6000);
+  for (int i = 0; i < 3; ++i) {
+    const Json r = Parse(berth.service().Filter(FilterArgs(api, "b-job").dump()));
+    INFO(r.dump());
+    CHECK(r["NodeNames"].empty());
+    berth.service().Housekeeping();
+    berth.service().DrainIntents();
+  }
+  CHECK(api.evictions().size() == 1);
+  CHECK_FALSE(api.Get("pods", "ml", "borrow-b2").value()["metadata"].contains("deletionTimestamp"));
+  // Once it is gone, b1 is the pod's.
+  REQUIRE(api.Delete("pods", "ml", "borrow-b1").ok());
+  REQUIRE(berth.WaitFor([&] { return !berth.HasPod(victim_uid); }));
+  const Json again = Parse(berth.service().Filter(FilterArgs(api, "b-job").dump()));
+  CHECK(again["NodeNames"] == Json::array({"b1"}));
+  const Json bound = Parse(berth.service().Bind(
+      Json{{"PodName", "b-job"}, {"PodNamespace", "ml"}, {"PodUID", uid}, {"Node", "b1"}}.dump()));
+  CHECK(bound["Error"] == "");
 }
 
 TEST_CASE("kubernetes mode: a follower never reclaims", "[kubernetes][reclaim]") {

@@ -1,6 +1,7 @@
 // A killed berth comes back: the real binary in Kubernetes mode against the fake API server is
 // killed with SIGKILL, restarted, relists, and answers exactly as before; pods bound while it
-// was down are seen and nothing is counted twice.
+// was down are seen and nothing is counted twice. Also when it dies in the middle of things: a
+// gang half bound, half reserved, and a reclaim whose victim is still terminating.
 
 #include <fcntl.h>
 #include <signal.h>
@@ -8,6 +9,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdint>
 #include <fstream>
 #include <regex>
 #include <string>
@@ -98,6 +100,17 @@ class BerthProcess {
   int stdout_fd_ = -1;
 };
 
+/// `berth serve` against the fake API server, with a one-second Lease (files named after `tag`).
+std::vector<std::string> ServeArgs(const FakeApiServer& api, const std::string& tag) {
+  const std::string dir = api.tls().dir;
+  const std::string kubeconfig = dir + "/" + tag + "-kubeconfig.yaml";
+  const std::string config = dir + "/" + tag + "-berth.json";
+  std::ofstream(kubeconfig) << api.Kubeconfig();
+  std::ofstream(config) << R"({"kubernetes": {"leaderElection": {"leaseNamespace": "berth-system",
+      "leaseDurationSeconds": 1, "renewDeadlineSeconds": 0.6, "retryPeriodSeconds": 0.05}}})";
+  return {"serve", "--listen", "127.0.0.1:0", "--kubeconfig", kubeconfig, "--config", config};
+}
+
 Json Nodes(BerthProcess& berth) { return Json::parse(berth.Get("/debug/nodes"))["nodes"]; }
 
 std::string UsedCpu(const Json& nodes, const std::string& name) {
@@ -116,14 +129,7 @@ TEST_CASE("restart: a killed berth relists and answers exactly as before", "[res
   REQUIRE(api.Create("pods", "ml", MakePod("train-0").Namespace("ml").Cpu("2").Obj()).ok());
   REQUIRE(api.Create("pods", "ml", MakePod("train-1").Namespace("ml").Cpu("6").Obj()).ok());
 
-  const std::string dir = api.tls().dir;
-  const std::string kubeconfig = dir + "/restart-kubeconfig.yaml";
-  const std::string config = dir + "/restart-berth.json";
-  std::ofstream(kubeconfig) << api.Kubeconfig();
-  std::ofstream(config) << R"({"kubernetes": {"leaderElection": {"leaseNamespace": "berth-system",
-      "leaseDurationSeconds": 1, "renewDeadlineSeconds": 0.6, "retryPeriodSeconds": 0.05}}})";
-  const std::vector<std::string> args = {"serve", "--listen", "127.0.0.1:0", "--kubeconfig",
-                                         kubeconfig, "--config", config};
+  const std::vector<std::string> args = ServeArgs(api, "restart");
 
   const Json train0 = api.Get("pods", "ml", "train-0").value();
   const Json train1 = api.Get("pods", "ml", "train-1").value();
@@ -179,6 +185,128 @@ TEST_CASE("restart: a killed berth relists and answers exactly as before", "[res
     CHECK(filtered["NodeNames"].empty());
     CHECK(filtered["FailedNodes"].size() + filtered["FailedAndUnresolvableNodes"].size() == 2);
   }
+}
+
+/// /bind until berth leads (the Lease of the berth killed before runs out first); the last Error.
+std::string BindRetrying(BerthProcess& berth, const Json& pod, const std::string& node) {
+  const Json bind = {{"PodName", pod["metadata"]["name"]}, {"PodNamespace", "ml"},
+                     {"PodUID", pod["metadata"]["uid"]}, {"Node", node}};
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (true) {
+    const Json result = Json::parse(berth.Post("/bind", bind.dump()), nullptr, false);
+    const std::string error = result.is_object() ? result.value("Error", "no answer") : "no answer";
+    if (error.empty() || std::chrono::steady_clock::now() > deadline) return error;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+}
+
+/// The nodes berth's /filter lets the pod go to.
+Json FilterFit(BerthProcess& berth, const Json& pod, const std::vector<std::string>& nodes) {
+  const Json r = Json::parse(berth.Post("/filter", ArgsNames(pod, nodes).dump()), nullptr, false);
+  return r.is_object() && r.contains("NodeNames") ? r["NodeNames"] : Json::array();
+}
+
+int64_t UsedCpuSum(const Json& nodes) {
+  int64_t sum = 0;
+  for (const Json& n : nodes) sum += std::stoll(n["used"].value("cpu", "0"));
+  return sum;
+}
+
+TEST_CASE("restart: killed with a gang half reserved and a victim terminating, berth neither "
+          "loses nor doubles room", "[restart]") {
+  // No kubelet: the evicted pod terminates until the test ends it.
+  FakeApiServerOptions options;
+  options.kubelet = false;
+  FakeApiServer api(options);
+  REQUIRE(api.start_status().ok());
+  REQUIRE(api.Create("pools", "", MakePool("team-a").Label("pool", "a").Obj()).ok());
+  REQUIRE(api.Create("pools", "", MakePool("team-b").Label("pool", "b").Obj()).ok());
+  const std::vector<std::string> all = {"a1", "a2", "b1", "b2"};
+  for (const std::string& n : all) {
+    REQUIRE(api.Create("nodes", "", MakeNode(n).Cpu("8").Memory("32Gi").Pods(110)
+                                         .Label("pool", n.substr(0, 1)).Obj()).ok());
+  }
+  // team-b's nodes are lent to team-a borrowers; team-b's b-job will reclaim one.
+  for (const char* n : {"b1", "b2"}) {
+    REQUIRE(api.Create("pods", "ml", MakePod(std::string("borrow-") + n).Namespace("ml")
+                                         .Scheduler("berth-scheduler").Pool("team-a").Cpu("6")
+                                         .Priority(5000).Node(n).Phase("Running").Obj()).ok());
+  }
+  REQUIRE(api.Create("pods", "ml", MakePod("b-job").Namespace("ml").Scheduler("berth-scheduler")
+                                       .Pool("team-b").Cpu("4").Obj()).ok());
+  // A gang of three 4-CPU members in team-a (two nodes of 8).
+  REQUIRE(api.Create("podgroups", "ml", MakePodGroup("train").Namespace("ml").MinMember(3).Obj())
+              .ok());
+  for (int i = 0; i < 3; ++i) {
+    REQUIRE(api.Create("pods", "ml", MakePod("g-" + std::to_string(i)).Namespace("ml")
+                                         .Scheduler("berth-scheduler").Pool("team-a")
+                                         .Gang("train").Cpu("4").Obj()).ok());
+  }
+  auto pod = [&](const std::string& name) { return api.Get("pods", "ml", name).value(); };
+
+  const std::vector<std::string> args = ServeArgs(api, "restart-gang");
+  {
+    BerthProcess berth(args);
+    REQUIRE(berth.WaitReady());
+    // The gang is admitted at g-0's filter (room reserved for all three); g-0 binds.
+    const Json fit = FilterFit(berth, pod("g-0"), all);
+    REQUIRE(fit.size() == 1);
+    REQUIRE(BindRetrying(berth, pod("g-0"), fit[0]) == "");
+    // b-job's filter starts a reclaim: one borrower is evicted (once berth leads).
+    REQUIRE(api.WaitFor([&](FakeApiServer& s) {
+      FilterFit(berth, pod("b-job"), all);
+      return s.evictions().size() == 1;
+    }));
+    REQUIRE(api.evictions()[0]["metadata"]["name"] == "borrow-b1");
+    // Killed now: g-1 and g-2 have room reserved and are not bound; borrow-b1 is terminating.
+    berth.Kill();
+  }
+  REQUIRE(pod("borrow-b1")["metadata"].contains("deletionTimestamp"));
+  const std::string g0_node = pod("g-0")["spec"]["nodeName"];
+
+  BerthProcess berth(args);
+  REQUIRE(berth.WaitReady());
+  // Every pod counted once: the terminating victim still holds b1, g-0 its node.
+  const Json nodes = Nodes(berth);
+  CHECK(UsedCpu(nodes, "b1") == "6");
+  CHECK(UsedCpu(nodes, "b2") == "6");
+  CHECK(UsedCpu(nodes, g0_node) == "4");
+  CHECK(UsedCpuSum(nodes) == 16);
+  // The rest of the gang is placed again, in room that exists.
+  for (const char* name : {"g-1", "g-2"}) {
+    const Json fit = FilterFit(berth, pod(name), all);
+    REQUIRE(fit.size() == 1);
+    CHECK(BindRetrying(berth, pod(name), fit[0]) == "");
+  }
+  // Once the watch has the binds: the whole gang, each node within its size.
+  Json placed;
+  auto gang_cpu = [&] {
+    placed = Nodes(berth);
+    return std::stoll(UsedCpu(placed, "a1")) + std::stoll(UsedCpu(placed, "a2"));
+  };
+  const auto settle = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (gang_cpu() != 12 && std::chrono::steady_clock::now() < settle) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  CHECK(gang_cpu() == 12);
+  CHECK(std::stoll(UsedCpu(placed, "a1")) <= 8);
+  CHECK(std::stoll(UsedCpu(placed, "a2")) <= 8);
+  // b-job waits for the victim already leaving: no second victim.
+  CHECK(FilterFit(berth, pod("b-job"), all).empty());
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  FilterFit(berth, pod("b-job"), all);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  CHECK(api.evictions().size() == 1);
+  CHECK_FALSE(pod("borrow-b2")["metadata"].contains("deletionTimestamp"));
+  // The victim's containers stop: b1 is b-job's.
+  REQUIRE(api.Delete("pods", "ml", "borrow-b1").ok());
+  Json fit;
+  REQUIRE(api.WaitFor([&](FakeApiServer&) {
+    fit = FilterFit(berth, pod("b-job"), all);
+    return !fit.empty();
+  }));
+  CHECK(fit == Json::array({"b1"}));
+  CHECK(BindRetrying(berth, pod("b-job"), "b1") == "");
 }
 
 }  // namespace
