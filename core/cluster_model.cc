@@ -170,6 +170,79 @@ ClusterModel::ReadView::ReadView(const ClusterModel* model) : model_(model) {
 
 ClusterModel::ReadView::~ReadView() { model_->mu_.unlock_shared(); }
 
+namespace {
+
+// A grown index has room for half its size again, and for at least this many entries.
+constexpr size_t kMinIndexRoom = 64;
+
+// When `live` is not sure to take `inserts` more entries without rehashing (`room` of them it
+// takes for sure), puts into `grown` a copy of it with room for at least as many again, and
+// \return that room; otherwise returns `room`. Reads `live` only.
+template <class Map>
+size_t GrowIfShort(const Map& live, size_t inserts, size_t room, std::optional<Map>* grown) {
+  if (room >= inserts) return room;
+  const size_t want = live.size() + std::max({inserts, live.size() / 2, kMinIndexRoom});
+  Map& copy = grown->emplace();
+  // A fresh table with room for `want` entries: absl rehashes only when an insert finds no
+  // room left, and an insert takes at most one, so `want - size` inserts cannot rehash it.
+  copy.reserve(want);
+  copy.insert(live.begin(), live.end());
+  return want - live.size();
+}
+
+// Counts down the room of an index for one insert.
+void Took(size_t* room) {
+  if (*room > 0) --*room;
+}
+
+}  // namespace
+
+ClusterModel::WriteLock::WriteLock(ClusterModel* model, const Inserts& inserts)
+    ABSL_NO_THREAD_SAFETY_ANALYSIS : model_(model) {
+  model_->writers_mu_.Lock();
+  grown_ = model_->GrowIndexes(inserts);
+  model_->mu_.lock();
+  model_->SwapIndexes(grown_);
+}
+
+ClusterModel::WriteLock::~WriteLock() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+  model_->mu_.unlock();
+  grown_ = GrownIndexes{};  // the indexes replaced, freed off the exclusive lock
+  model_->writers_mu_.Unlock();
+}
+
+ClusterModel::GrownIndexes ClusterModel::GrowIndexes(const Inserts& inserts) {
+  GrownIndexes grown;
+  room_.nodes = GrowIfShort(node_by_name_, inserts.nodes, room_.nodes, &grown.node_by_name);
+  if (room_.pods < inserts.pods) {
+    // One count for both: every pod has an entry in each.
+    room_.pods = std::min(GrowIfShort(pod_by_uid_, inserts.pods, 0, &grown.pod_by_uid),
+                          GrowIfShort(pod_by_name_, inserts.pods, 0, &grown.pod_by_name));
+  }
+  room_.binds = GrowIfShort(ledger_, inserts.binds, room_.binds, &grown.ledger);
+  return grown;
+}
+
+void ClusterModel::SwapIndexes(GrownIndexes& grown) {
+  if (grown.node_by_name) node_by_name_.swap(*grown.node_by_name);
+  if (grown.pod_by_uid) pod_by_uid_.swap(*grown.pod_by_uid);
+  if (grown.pod_by_name) pod_by_name_.swap(*grown.pod_by_name);
+  if (grown.ledger) ledger_.swap(*grown.ledger);
+}
+
+ClusterModel::Inserts ClusterModel::InsertsOf(std::span<const ModelEvent> events) {
+  Inserts inserts;
+  for (const ModelEvent& event : events) {
+    if (const auto* e = std::get_if<PodUpsert>(&event)) {
+      ++inserts.pods;
+      if (!e->pod.node_name.empty()) ++inserts.nodes;  // a slot for a node not seen yet
+    } else if (std::holds_alternative<NodeUpsert>(event)) {
+      ++inserts.nodes;
+    }
+  }
+  return inserts;
+}
+
 void ClusterModel::Touch(NodeSlot slot) { nodes_[slot].generation = generation_; }
 
 NodeSlot ClusterModel::NodeSlotFor(std::string_view name) {
@@ -186,6 +259,7 @@ NodeSlot ClusterModel::NodeSlotFor(std::string_view name) {
   nodes_[slot].node.name = name;
   nodes_[slot].slot = slot;
   node_by_name_.emplace(name, slot);
+  Took(&room_.nodes);
   return slot;
 }
 
@@ -198,14 +272,14 @@ void ClusterModel::MaybeFreeNodeSlot(NodeSlot slot) {
 }
 
 void ClusterModel::SetGangTombstoneLimits(GangTombstoneLimits limits) {
-  WriterLock lock(mu_);
+  WriteLock lock(this, {});
   tombstone_limits_ = limits;
   next_tombstone_sweep_ = absl::InfinitePast();
 }
 
 ApplyStats ClusterModel::Apply(std::span<const ModelEvent> events) {
   ApplyStats stats;
-  WriterLock lock(mu_);
+  WriteLock lock(this, InsertsOf(events));
   SweepGangTombstones();
   for (const ModelEvent& event : events) {
     ++generation_;
@@ -523,6 +597,7 @@ void ClusterModel::UpsertPod(Pod pod, ApplyStats* stats) {
   pod_by_uid_.emplace(std::string_view(p.pod.uid), slot);
   pod_by_name_.emplace(std::make_pair(std::string_view(p.pod.ns), std::string_view(p.pod.name)),
                        slot);
+  Took(&room_.pods);
   Count(slot);
   IndexGang(slot, /*add=*/true);
   ReconcileLedger(slot, stats);
@@ -572,7 +647,7 @@ void ClusterModel::DeletePod(const PodDelete& del, ApplyStats* stats) {
 
 absl::StatusOr<bool> ClusterModel::Assume(std::string_view uid, std::string_view node,
                                           const PlacementCheck& check) {
-  WriterLock lock(mu_);
+  WriteLock lock(this, {.binds = 1});
   auto pit = pod_by_uid_.find(uid);
   if (pit == pod_by_uid_.end()) {
     return absl::NotFoundError(StrCat("pod with uid ", uid, " is not known to berth"));
@@ -615,11 +690,12 @@ absl::StatusOr<bool> ClusterModel::Assume(std::string_view uid, std::string_view
                                                  .request = p.pod.request,
                                                  .state = BindState::kAssumed,
                                                  .since = clock_->Now()});
+  Took(&room_.binds);
   return true;
 }
 
 void ClusterModel::BindSucceeded(std::string_view uid) {
-  WriterLock lock(mu_);
+  WriteLock lock(this, {});
   if (auto it = ledger_.find(uid); it != ledger_.end()) {
     it->second.state = BindState::kBound;
     it->second.since = clock_->Now();
@@ -627,13 +703,13 @@ void ClusterModel::BindSucceeded(std::string_view uid) {
 }
 
 void ClusterModel::Forget(std::string_view uid) {
-  WriterLock lock(mu_);
+  WriteLock lock(this, {});
   ++generation_;
   EraseLedger(uid);
 }
 
 absl::Status ClusterModel::ConfirmBindLocally(std::string_view uid) {
-  WriterLock lock(mu_);
+  WriteLock lock(this, {.nodes = 1, .pods = 1});
   auto lit = ledger_.find(uid);
   auto pit = pod_by_uid_.find(uid);
   if (lit == ledger_.end() || pit == pod_by_uid_.end()) {
@@ -651,7 +727,7 @@ absl::Status ClusterModel::ConfirmBindLocally(std::string_view uid) {
 }
 
 int ClusterModel::ExpireBinds(absl::Duration ttl) {
-  WriterLock lock(mu_);
+  WriteLock lock(this, {});
   const absl::Time now = clock_->Now();
   std::vector<std::string> expired;
   for (const auto& [uid, entry] : ledger_) {
@@ -664,7 +740,7 @@ int ClusterModel::ExpireBinds(absl::Duration ttl) {
 
 absl::Status ClusterModel::Reserve(std::string_view uid, std::string_view node,
                                    Reservation reservation, const ReservationCheck& check) {
-  WriterLock lock(mu_);
+  WriteLock lock(this, {});
   auto pit = pod_by_uid_.find(uid);
   if (pit == pod_by_uid_.end()) {
     return absl::NotFoundError(StrCat("pod with uid ", uid, " is not known to berth"));
@@ -695,7 +771,7 @@ void ClusterModel::PlaceReservation(std::string_view uid, NodeSlot slot, Reserva
 
 absl::Status ClusterModel::ReserveAll(std::vector<ReservationRequest> requests,
                                       const ReservationCheck& check) {
-  WriterLock lock(mu_);
+  WriteLock lock(this, {});
   std::vector<NodeSlot> slots;
   slots.reserve(requests.size());
   for (const ReservationRequest& r : requests) {
@@ -726,7 +802,7 @@ absl::Status ClusterModel::ReserveAll(std::vector<ReservationRequest> requests,
 
 void ClusterModel::UpdateGangRecord(std::string_view ns, std::string_view name,
                                     const std::function<void(GangRecord&)>& fn) {
-  WriterLock lock(mu_);
+  WriteLock lock(this, {});
   auto it = gang_records_.find(std::make_pair(ns, name));
   if (it == gang_records_.end()) {
     it = gang_records_.emplace(std::make_pair(std::string(ns), std::string(name)), GangRecord{})
@@ -736,7 +812,7 @@ void ClusterModel::UpdateGangRecord(std::string_view ns, std::string_view name,
 }
 
 bool ClusterModel::Unreserve(std::string_view uid) {
-  WriterLock lock(mu_);
+  WriteLock lock(this, {});
   if (!reservations_.contains(uid)) return false;
   ++generation_;
   EraseReservation(uid);
@@ -744,7 +820,7 @@ bool ClusterModel::Unreserve(std::string_view uid) {
 }
 
 std::vector<std::string> ClusterModel::ExpireReservations(absl::Time now) {
-  WriterLock lock(mu_);
+  WriteLock lock(this, {});
   std::vector<std::string> expired;
   for (const auto& [uid, r] : reservations_) {
     if (r.expires <= now) expired.push_back(uid);

@@ -5,6 +5,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -274,17 +275,23 @@ class ClusterState {
  protected:
   std::shared_ptr<ResourceNames> resources_ = std::make_shared<ResourceNames>();
   uint64_t generation_ = 0;
+  // The hash indexes: the writer grows them off the exclusive lock (ClusterModel::WriteLock).
+  using NodeIndex = absl::flat_hash_map<std::string, NodeSlot, StringHash, StringEq>;
+  using PodUidIndex = absl::flat_hash_map<std::string_view, PodSlot, StringHash, StringEq>;
+  using PodNameIndex =
+      absl::flat_hash_map<std::pair<std::string_view, std::string_view>, PodSlot, StringPairHash>;
+  using Ledger = absl::flat_hash_map<std::string, LedgerEntry, StringHash, StringEq>;
+
   std::deque<NodeState> nodes_;  // deque: slots never move, so views into them stay valid
-  absl::flat_hash_map<std::string, NodeSlot, StringHash, StringEq> node_by_name_;
+  NodeIndex node_by_name_;
   std::vector<NodeSlot> free_node_slots_;
   size_t present_nodes_ = 0;
   std::deque<PodState> pods_;
-  absl::flat_hash_map<std::string_view, PodSlot, StringHash, StringEq> pod_by_uid_;  // views into pods_[].pod.uid
-  absl::flat_hash_map<std::pair<std::string_view, std::string_view>, PodSlot, StringPairHash>
-      pod_by_name_;
+  PodUidIndex pod_by_uid_;  // views into pods_[].pod.uid
+  PodNameIndex pod_by_name_;
   std::vector<PodSlot> free_pod_slots_;
   size_t live_pods_ = 0;
-  absl::flat_hash_map<std::string, LedgerEntry, StringHash, StringEq> ledger_;  // by pod uid
+  Ledger ledger_;  // by pod uid
   std::map<std::string, Reservation, std::less<>> reservations_;  // by pod uid; few
   // Gang members by (namespace, gang name), and berth's records of gangs.
   std::map<std::pair<std::string, std::string>, std::vector<PodSlot>, NsNameLess> gang_members_;
@@ -417,6 +424,49 @@ class ClusterModel : private ClusterState {
   HoldTimes& write_lock_holds() { return mu_.write_holds(); }
 
  private:
+  /// At most how many entries one write adds to each hash index.
+  struct Inserts {
+    size_t nodes = 0;  ///< to node_by_name_
+    size_t pods = 0;   ///< to pod_by_uid_ and to pod_by_name_
+    size_t binds = 0;  ///< to ledger_
+  };
+  /// Copies of hash indexes grown for one write. Swapped with the live ones under the exclusive
+  /// lock, they then hold the indexes they replaced, freed after the lock is released.
+  struct GrownIndexes {
+    std::optional<NodeIndex> node_by_name;
+    std::optional<PodUidIndex> pod_by_uid;
+    std::optional<PodNameIndex> pod_by_name;
+    std::optional<Ledger> ledger;
+  };
+
+  /// One write to the model, for the scope of the object. Writers take turns (writers_mu_), and
+  /// only writers change the model, so a writer in its turn may read the model without mu_ (as
+  /// readers do, beside them) and prepare there what costs O(size): an absl hash index rehashes
+  /// every entry when an insert finds it full (of entries or of tombstones), so an index that
+  /// might not take the write's `inserts` is copied into a bigger table first, off the lock.
+  /// Then mu_ is taken exclusively and the grown indexes are swapped in. Leaving the scope
+  /// releases mu_, then frees the indexes replaced, then ends the turn.
+  class ABSL_SCOPED_LOCKABLE WriteLock {
+   public:
+    WriteLock(ClusterModel* model, const Inserts& inserts)
+        ABSL_EXCLUSIVE_LOCK_FUNCTION(model->mu_);
+    ~WriteLock() ABSL_UNLOCK_FUNCTION();
+    WriteLock(const WriteLock&) = delete;
+    WriteLock& operator=(const WriteLock&) = delete;
+
+   private:
+    ClusterModel* model_;
+    GrownIndexes grown_;
+  };
+
+  /// In a writer's turn, off mu_: copies, with room to spare, the indexes not sure to take
+  /// `inserts` more entries without rehashing.
+  GrownIndexes GrowIndexes(const Inserts& inserts);
+  /// Swaps the grown indexes with the live ones.
+  void SwapIndexes(GrownIndexes& grown) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  /// Upper bounds of what `events` add to the indexes.
+  static Inserts InsertsOf(std::span<const ModelEvent> events);
+
   NodeSlot NodeSlotFor(std::string_view name) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void MaybeFreeNodeSlot(NodeSlot slot) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void UpsertNode(Node node, ApplyStats* stats) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -450,11 +500,18 @@ class ClusterModel : private ClusterState {
   void ApplyKind(const ModelEvent& event, ApplyStats* stats) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const Clock* clock_;
-  // Writer-preferring: see rw_mutex.h. Every write takes it with WriterLock, so the analysis
+  // The writers' turns (see WriteLock): every write holds it for its whole length, mu_ only for
+  // its commit.
+  absl::Mutex writers_mu_ ABSL_ACQUIRED_BEFORE(mu_);
+  // Writer-preferring: see rw_mutex.h. Every write takes it with WriteLock, so the analysis
   // checks the ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) helpers above. The state it guards lives in
   // the ClusterState base, which views read under the shared lock (ReadView), so those fields
   // cannot name mu_ in ABSL_GUARDED_BY.
   mutable RwMutex mu_;
+  // How many more entries each hash index takes without rehashing, at least: set when a grown
+  // copy is swapped in, counted down by every insert. Read and written only by writers, in
+  // their turn (under writers_mu_, and under mu_ too when an insert counts it down).
+  Inserts room_;
 };
 
 }  // namespace berth::core
