@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/container/flat_hash_set.h"
 #include "core/strings.h"
 
 namespace berth::core {
@@ -201,22 +202,116 @@ ClusterModel::ReadView::ReadView(const ClusterModel* model) : model_(model) {
 
 ClusterModel::ReadView::~ReadView() { model_->mu_.unlock_shared(); }
 
+namespace {
+
+// A grown index has room for half its size again, and for at least this many entries.
+constexpr size_t kMinIndexRoom = 64;
+
+// When `live` is not sure to take `inserts` more entries without rehashing (`room` of them it
+// takes for sure), puts into `grown` a copy of it with room for at least as many again, and
+// \return that room; otherwise returns `room`. Reads `live` only.
+template <class Map>
+size_t GrowIfShort(const Map& live, size_t inserts, size_t room, std::optional<Map>* grown) {
+  if (room >= inserts) return room;
+  const size_t want = live.size() + std::max({inserts, live.size() / 2, kMinIndexRoom});
+  Map& copy = grown->emplace();
+  // A fresh table with room for `want` entries: absl rehashes only when an insert finds no
+  // room left, and an insert takes at most one, so `want - size` inserts cannot rehash it.
+  copy.reserve(want);
+  copy.insert(live.begin(), live.end());
+  return want - live.size();
+}
+
+// Counts down the room of an index for one insert.
+void Took(size_t* room) {
+  if (*room > 0) --*room;
+}
+
+}  // namespace
+
+ClusterModel::WriteLock::WriteLock(ClusterModel* model)
+    ABSL_NO_THREAD_SAFETY_ANALYSIS : WriteLock(model, Adds{}) {}
+
+ClusterModel::WriteLock::WriteLock(ClusterModel* model, const Adds& adds)
+    ABSL_NO_THREAD_SAFETY_ANALYSIS : model_(model) {
+  model_->writers_mu_.Lock();
+  Lock(adds);
+}
+
+ClusterModel::WriteLock::WriteLock(ClusterModel* model, std::span<const ModelEvent> events)
+    ABSL_NO_THREAD_SAFETY_ANALYSIS : model_(model) {
+  model_->writers_mu_.Lock();
+  Lock(model_->AddsOf(events));
+}
+
+void ClusterModel::WriteLock::Lock(const Adds& adds) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+  prepared_ = model_->Prepare(adds);
+  model_->mu_.lock();
+  model_->PutInPlace(prepared_);
+}
+
+ClusterModel::WriteLock::~WriteLock() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+  model_->mu_.unlock();
+  prepared_ = Prepared{};  // the indexes replaced, freed off the exclusive lock
+  model_->writers_mu_.Unlock();
+}
+
+ClusterModel::Prepared ClusterModel::Prepare(const Adds& adds) {
+  Prepared prepared;
+  room_.nodes = GrowIfShort(node_by_name_, adds.nodes, room_.nodes, &prepared.node_by_name);
+  if (room_.pods < adds.pods) {
+    // One count for both: every pod has an entry in each.
+    room_.pods = std::min(GrowIfShort(pod_by_uid_, adds.pods, 0, &prepared.pod_by_uid),
+                          GrowIfShort(pod_by_name_, adds.pods, 0, &prepared.pod_by_name));
+  }
+  room_.binds = GrowIfShort(ledger_, adds.binds, room_.binds, &prepared.ledger);
+  prepared.node_slots = nodes_.Grow(adds.node_slots);
+  prepared.pod_slots = pods_.Grow(adds.pod_slots);
+  return prepared;
+}
+
+void ClusterModel::PutInPlace(Prepared& prepared) {
+  if (prepared.node_by_name) node_by_name_.swap(*prepared.node_by_name);
+  if (prepared.pod_by_uid) pod_by_uid_.swap(*prepared.pod_by_uid);
+  if (prepared.pod_by_name) pod_by_name_.swap(*prepared.pod_by_name);
+  if (prepared.ledger) ledger_.swap(*prepared.ledger);
+  nodes_.Adopt(prepared.node_slots);
+  pods_.Adopt(prepared.pod_slots);
+}
+
+ClusterModel::Adds ClusterModel::AddsOf(std::span<const ModelEvent> events) const {
+  Adds adds;
+  // Slots go to pods and nodes not known yet, once each (a node is named by many pods). One
+  // deleted and added again in the same batch takes a slot again, but its delete freed one.
+  absl::flat_hash_set<std::string_view> new_pods;
+  absl::flat_hash_set<std::string_view> new_nodes;
+  auto node = [&](std::string_view name) {
+    ++adds.nodes;
+    if (!node_by_name_.contains(name)) new_nodes.insert(name);
+  };
+  for (const ModelEvent& event : events) {
+    if (const auto* e = std::get_if<PodUpsert>(&event)) {
+      ++adds.pods;
+      if (!pod_by_uid_.contains(std::string_view(e->pod.uid))) new_pods.insert(std::string_view(e->pod.uid));
+      if (!e->pod.node_name.empty()) node(e->pod.node_name);
+    } else if (const auto* n = std::get_if<NodeUpsert>(&event)) {
+      node(n->node.name);
+    }
+  }
+  adds.node_slots = new_nodes.size();
+  adds.pod_slots = new_pods.size();
+  return adds;
+}
+
 void ClusterModel::Touch(NodeSlot slot) { nodes_[slot].generation = generation_; }
 
 NodeSlot ClusterModel::NodeSlotFor(std::string_view name) {
   if (auto it = node_by_name_.find(name); it != node_by_name_.end()) return it->second;
-  NodeSlot slot;
-  if (!free_node_slots_.empty()) {
-    slot = free_node_slots_.back();
-    free_node_slots_.pop_back();
-    nodes_[slot] = NodeState{};
-  } else {
-    slot = static_cast<NodeSlot>(nodes_.size());
-    nodes_.emplace_back();
-  }
+  const NodeSlot slot = nodes_.Take();  // a fresh NodeState: MaybeFreeNodeSlot clears it
   nodes_[slot].node.name = name;
   nodes_[slot].slot = slot;
   node_by_name_.emplace(name, slot);
+  Took(&room_.nodes);
   return slot;
 }
 
@@ -225,18 +320,18 @@ void ClusterModel::MaybeFreeNodeSlot(NodeSlot slot) {
   if (n.present || !n.pods.empty() || n.binds_in_flight > 0 || n.reservations > 0) return;
   node_by_name_.erase(n.node.name);
   n = NodeState{};
-  free_node_slots_.push_back(slot);
+  nodes_.Free(slot);
 }
 
 void ClusterModel::SetGangTombstoneLimits(GangTombstoneLimits limits) {
-  WriterLock lock(mu_);
+  WriteLock lock(this);
   tombstone_limits_ = limits;
   next_tombstone_sweep_ = absl::InfinitePast();
 }
 
 ApplyStats ClusterModel::Apply(std::span<const ModelEvent> events) {
   ApplyStats stats;
-  WriterLock lock(mu_);
+  WriteLock lock(this, events);
   SweepGangTombstones();
   for (const ModelEvent& event : events) {
     // The annotation lets the analysis check the calls below: the lambda runs under `lock`.
@@ -712,15 +807,8 @@ void ClusterModel::UpsertPod(Pod pod, ApplyStats* stats) {
     pod_by_name_.erase(std::make_pair(std::string_view(p.pod.ns), std::string_view(p.pod.name)));
     p.pod = std::move(pod);
   } else {
-    if (!free_pod_slots_.empty()) {
-      slot = free_pod_slots_.back();
-      free_pod_slots_.pop_back();
-    } else {
-      slot = static_cast<PodSlot>(pods_.size());
-      pods_.emplace_back();
-    }
+    slot = pods_.Take();  // a fresh PodState: RemovePodSlot clears it
     PodState& p = pods_[slot];
-    p = PodState{};
     p.pod = std::move(pod);
     p.live = true;
     ++live_pods_;
@@ -729,6 +817,7 @@ void ClusterModel::UpsertPod(Pod pod, ApplyStats* stats) {
   pod_by_uid_.emplace(std::string_view(p.pod.uid), slot);
   pod_by_name_.emplace(std::make_pair(std::string_view(p.pod.ns), std::string_view(p.pod.name)),
                        slot);
+  Took(&room_.pods);
   Count(slot);
   IndexGang(slot, /*add=*/true);
   ReconcileLedger(slot, stats);
@@ -742,7 +831,7 @@ void ClusterModel::RemovePodSlot(PodSlot slot) {
   pod_by_uid_.erase(std::string_view(p.pod.uid));
   pod_by_name_.erase(std::make_pair(std::string_view(p.pod.ns), std::string_view(p.pod.name)));
   p = PodState{};
-  free_pod_slots_.push_back(slot);
+  pods_.Free(slot);
   --live_pods_;
 }
 
@@ -778,7 +867,7 @@ void ClusterModel::DeletePod(const PodDelete& del, ApplyStats* stats) {
 
 absl::StatusOr<bool> ClusterModel::Assume(std::string_view uid, std::string_view node,
                                           const PlacementCheck& check) {
-  WriterLock lock(mu_);
+  WriteLock lock(this, {.binds = 1});
   auto pit = pod_by_uid_.find(uid);
   if (pit == pod_by_uid_.end()) {
     return absl::NotFoundError(StrCat("pod with uid ", uid, " is not known to berth"));
@@ -831,11 +920,12 @@ absl::StatusOr<bool> ClusterModel::Assume(std::string_view uid, std::string_view
                                                  .request = p.pod.request,
                                                  .state = BindState::kAssumed,
                                                  .since = clock_->Now()});
+  Took(&room_.binds);
   return true;
 }
 
 void ClusterModel::BindSucceeded(std::string_view uid) {
-  WriterLock lock(mu_);
+  WriteLock lock(this);
   if (auto it = ledger_.find(uid); it != ledger_.end()) {
     it->second.state = BindState::kBound;
     it->second.since = clock_->Now();
@@ -843,13 +933,13 @@ void ClusterModel::BindSucceeded(std::string_view uid) {
 }
 
 void ClusterModel::Forget(std::string_view uid) {
-  WriterLock lock(mu_);
+  WriteLock lock(this);
   ++generation_;
   EraseLedger(uid);
 }
 
 absl::Status ClusterModel::ConfirmBindLocally(std::string_view uid) {
-  WriterLock lock(mu_);
+  WriteLock lock(this, {.nodes = 1, .pods = 1});
   auto lit = ledger_.find(uid);
   auto pit = pod_by_uid_.find(uid);
   if (lit == ledger_.end() || pit == pod_by_uid_.end()) {
@@ -875,7 +965,7 @@ absl::Status ClusterModel::ConfirmBindLocally(std::string_view uid) {
 }
 
 int ClusterModel::ExpireBinds(absl::Duration ttl) {
-  WriterLock lock(mu_);
+  WriteLock lock(this);
   const absl::Time now = clock_->Now();
   std::vector<std::string> expired;
   for (const auto& [uid, entry] : ledger_) {
@@ -888,7 +978,7 @@ int ClusterModel::ExpireBinds(absl::Duration ttl) {
 
 absl::Status ClusterModel::Reserve(std::string_view uid, std::string_view node,
                                    Reservation reservation, const ReservationCheck& check) {
-  WriterLock lock(mu_);
+  WriteLock lock(this);
   auto pit = pod_by_uid_.find(uid);
   if (pit == pod_by_uid_.end()) {
     return absl::NotFoundError(StrCat("pod with uid ", uid, " is not known to berth"));
@@ -933,7 +1023,7 @@ void ClusterModel::PlaceReservation(std::string_view uid, NodeSlot slot, Reserva
 
 absl::Status ClusterModel::ReserveAll(std::vector<ReservationRequest> requests,
                                       const ReservationCheck& check) {
-  WriterLock lock(mu_);
+  WriteLock lock(this);
   std::vector<NodeSlot> slots;
   slots.reserve(requests.size());
   for (const ReservationRequest& r : requests) {
@@ -981,7 +1071,7 @@ absl::Status ClusterModel::ReserveAll(std::vector<ReservationRequest> requests,
 
 void ClusterModel::UpdateGangRecord(std::string_view ns, std::string_view name,
                                     const std::function<void(GangRecord&)>& fn) {
-  WriterLock lock(mu_);
+  WriteLock lock(this);
   auto it = gang_records_.find(std::make_pair(ns, name));
   if (it == gang_records_.end()) {
     it = gang_records_.emplace(std::make_pair(std::string(ns), std::string(name)), GangRecord{})
@@ -991,7 +1081,7 @@ void ClusterModel::UpdateGangRecord(std::string_view ns, std::string_view name,
 }
 
 bool ClusterModel::Unreserve(std::string_view uid) {
-  WriterLock lock(mu_);
+  WriteLock lock(this);
   if (!reservations_.contains(uid)) return false;
   ++generation_;
   EraseReservation(uid);
@@ -999,7 +1089,7 @@ bool ClusterModel::Unreserve(std::string_view uid) {
 }
 
 std::vector<std::string> ClusterModel::ExpireReservations(absl::Time now) {
-  WriterLock lock(mu_);
+  WriteLock lock(this);
   std::vector<std::string> expired;
   for (const auto& [uid, r] : reservations_) {
     if (r.expires <= now) expired.push_back(uid);

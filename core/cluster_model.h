@@ -1,10 +1,10 @@
 #pragma once
 
 #include <cstdint>
-#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -23,6 +23,7 @@
 #include "core/objects.h"
 #include "core/rw_mutex.h"
 #include "core/resources.h"
+#include "core/slot_array.h"
 #include "core/strings.h"
 
 namespace berth::core {
@@ -295,17 +296,26 @@ class ClusterState {
  protected:
   std::shared_ptr<ResourceNames> resources_ = std::make_shared<ResourceNames>();
   uint64_t generation_ = 0;
-  std::deque<NodeState> nodes_;  // deque: slots never move, so views into them stay valid
-  absl::flat_hash_map<std::string, NodeSlot, StringHash, StringEq> node_by_name_;
-  std::vector<NodeSlot> free_node_slots_;
+  // The hash indexes: the writer grows them off the exclusive lock (ClusterModel::WriteLock).
+  using NodeIndex = absl::flat_hash_map<std::string, NodeSlot, StringHash, StringEq>;
+  using PodUidIndex = absl::flat_hash_map<std::string_view, PodSlot, StringHash, StringEq>;
+  using PodNameIndex =
+      absl::flat_hash_map<std::pair<std::string_view, std::string_view>, PodSlot, StringPairHash>;
+  using Ledger = absl::flat_hash_map<std::string, LedgerEntry, StringHash, StringEq>;
+
+  // Slots never move, so views into them stay valid. A chunk is 256 nodes (about 100 KB) or
+  // 512 pods (about 150 KB).
+  using NodeSlots = SlotArray<NodeState, 256>;
+  using PodSlots = SlotArray<PodState, 512>;
+
+  NodeSlots nodes_;
+  NodeIndex node_by_name_;
   size_t present_nodes_ = 0;
-  std::deque<PodState> pods_;
-  absl::flat_hash_map<std::string_view, PodSlot, StringHash, StringEq> pod_by_uid_;  // views into pods_[].pod.uid
-  absl::flat_hash_map<std::pair<std::string_view, std::string_view>, PodSlot, StringPairHash>
-      pod_by_name_;
-  std::vector<PodSlot> free_pod_slots_;
+  PodSlots pods_;
+  PodUidIndex pod_by_uid_;  // views into pods_[].pod.uid
+  PodNameIndex pod_by_name_;
   size_t live_pods_ = 0;
-  absl::flat_hash_map<std::string, LedgerEntry, StringHash, StringEq> ledger_;  // by pod uid
+  Ledger ledger_;  // by pod uid
   std::map<std::string, Reservation, std::less<>> reservations_;  // by pod uid; few
   // Gang members by (namespace, gang name), and berth's records of gangs.
   std::map<std::pair<std::string, std::string>, std::vector<PodSlot>, NsNameLess> gang_members_;
@@ -453,6 +463,68 @@ class ClusterModel : private ClusterState {
   HoldTimes& write_lock_holds() { return mu_.write_holds(); }
 
  private:
+  /// At most how much one write adds to the model's tables.
+  struct Adds {
+    size_t nodes = 0;       ///< entries to node_by_name_
+    size_t pods = 0;        ///< entries to pod_by_uid_ and to pod_by_name_
+    size_t binds = 0;       ///< entries to ledger_
+    size_t node_slots = 0;  ///< slots taken in nodes_ (by nodes not known yet)
+    size_t pod_slots = 0;   ///< slots taken in pods_ (by pods not known yet)
+  };
+  /// What a write prepares off the lock: copies of hash indexes grown for it, and room in the
+  /// slot arrays. Under the exclusive lock the copies are swapped with the live indexes and the
+  /// room is adopted; this then holds the indexes and free lists replaced, freed after the lock
+  /// is released.
+  struct Prepared {
+    std::optional<NodeIndex> node_by_name;
+    std::optional<PodUidIndex> pod_by_uid;
+    std::optional<PodNameIndex> pod_by_name;
+    std::optional<Ledger> ledger;
+    NodeSlots::Growth node_slots;
+    PodSlots::Growth pod_slots;
+  };
+
+  /// One write to the model, for the scope of the object. Writers take turns (writers_mu_), and
+  /// only writers change the model, so a writer in its turn may read the model without mu_ (as
+  /// readers do, beside them) and prepare there what costs more than the change itself:
+  /// - an absl hash index rehashes every entry when an insert finds it full (of entries or of
+  ///   tombstones): an index that might not take the write's entries is copied into a bigger
+  ///   table first;
+  /// - slots come in chunks allocated ahead, and a free list with room for every slot
+  ///   (SlotArray::Grow).
+  /// Then mu_ is taken exclusively and what was prepared is put in place by swaps and pointer
+  /// moves. Leaving the scope releases mu_, then frees what was replaced, then ends the turn.
+  class ABSL_SCOPED_LOCKABLE WriteLock {
+   public:
+    /// A write that adds nothing.
+    explicit WriteLock(ClusterModel* model) ABSL_EXCLUSIVE_LOCK_FUNCTION(model->mu_);
+    /// A write that adds at most `adds`.
+    WriteLock(ClusterModel* model, const Adds& adds) ABSL_EXCLUSIVE_LOCK_FUNCTION(model->mu_);
+    /// A write that applies `events`.
+    WriteLock(ClusterModel* model, std::span<const ModelEvent> events)
+        ABSL_EXCLUSIVE_LOCK_FUNCTION(model->mu_);
+    ~WriteLock() ABSL_UNLOCK_FUNCTION();
+    WriteLock(const WriteLock&) = delete;
+    WriteLock& operator=(const WriteLock&) = delete;
+
+   private:
+    /// In the turn: prepares for `adds`, takes mu_ and puts it in place.
+    void Lock(const Adds& adds);
+
+    ClusterModel* model_;
+    Prepared prepared_;
+  };
+
+  /// In a writer's turn, off mu_: copies, with room to spare, the indexes not sure to take the
+  /// entries of `adds` without rehashing, and makes room for the slots of `adds`.
+  Prepared Prepare(const Adds& adds);
+  /// Puts what was prepared in place: swaps the grown indexes with the live ones, adopts the
+  /// slots' room.
+  void PutInPlace(Prepared& prepared) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  /// In a writer's turn: upper bounds of what `events` add (reads the model for the slots: only
+  /// pods and nodes it does not know yet take one).
+  Adds AddsOf(std::span<const ModelEvent> events) const;
+
   NodeSlot NodeSlotFor(std::string_view name) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void MaybeFreeNodeSlot(NodeSlot slot) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   /// Checks an upsert and resolves its provisional resource ids (see Apply); nothing changes
@@ -496,11 +568,23 @@ class ClusterModel : private ClusterState {
   void ApplyKind(const ModelEvent& event, ApplyStats* stats) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const Clock* clock_;
-  // Writer-preferring: see rw_mutex.h. Every write takes it with WriterLock, so the analysis
+  // The writers' turns (see WriteLock): every write holds it for its whole length, mu_ only for
+  // its commit.
+  absl::Mutex writers_mu_ ABSL_ACQUIRED_BEFORE(mu_);
+  // Writer-preferring: see rw_mutex.h. Every write takes it with WriteLock, so the analysis
   // checks the ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) helpers above. The state it guards lives in
   // the ClusterState base, which views read under the shared lock (ReadView), so those fields
   // cannot name mu_ in ABSL_GUARDED_BY.
   mutable RwMutex mu_;
+  // How many more entries each hash index takes without rehashing, at least: set when a grown
+  // copy is swapped in, counted down by every insert. Read and written only by writers, in
+  // their turn (under writers_mu_, and under mu_ too when an insert counts it down).
+  struct IndexRoom {
+    size_t nodes = 0;  ///< node_by_name_
+    size_t pods = 0;   ///< pod_by_uid_ and pod_by_name_ (every pod has an entry in each)
+    size_t binds = 0;  ///< ledger_
+  };
+  IndexRoom room_;
 };
 
 }  // namespace berth::core

@@ -239,6 +239,87 @@ TEST_CASE_METHOD(ModelTest, "Model: every write's exclusive hold is timed, reads
   CHECK(holds().max_ns == 0);
 }
 
+// The hash indexes grow before a write takes the lock exclusively, never under it: an entry of
+// the ledger stays where it is from the moment Assume's check runs (under the lock) to the end of
+// the write, at every size the ledger goes through. absl moves every entry when a table rehashes.
+TEST_CASE_METHOD(ModelTest, "Model: the ledger never grows under the exclusive lock",
+                 "[model][lock]") {
+  constexpr int kPods = 3000;
+  Apply(NodeUpsert{MakeNode("n1", 1'000'000'000, 1024 * 1024 * kGi)});
+  std::vector<ModelEvent> pending;
+  for (int i = 0; i < kPods; ++i) {
+    pending.push_back(PodUpsert{Pending(StrCat("u", i), StrCat("p", i), 1, 1)});
+  }
+  model_.Apply(pending);
+  REQUIRE(model_.Assume("u0", "n1", nullptr).ok());
+  int moved = 0;
+  for (int i = 1; i < kPods; ++i) {
+    const LedgerEntry* under_lock = nullptr;
+    REQUIRE(model_.Assume(StrCat("u", i), "n1",
+                          [&](const ClusterState& s, const PodState&, const NodeState&) {
+                            under_lock = s.FindBind("u0");
+                            return absl::OkStatus();
+                          })
+                .ok());
+    if (model_.Read()->FindBind("u0") != under_lock) ++moved;
+  }
+  CHECK(moved == 0);
+  // And every entry is still found.
+  auto view = model_.Read();
+  CHECK(view->binds_in_flight() == kPods);
+  int found = 0;
+  for (int i = 0; i < kPods; ++i) found += view->FindBind(StrCat("u", i)) != nullptr;
+  CHECK(found == kPods);
+  CHECK(CheckInvariants(*view).empty());
+}
+
+// Grown copies of the indexes replace the live ones: nothing is lost, one event at a time
+// (deletes leave tombstones in the tables) or in batches far larger than an index's room.
+TEST_CASE_METHOD(ModelTest, "Model: the indexes keep every pod and node as they grow",
+                 "[model][lock]") {
+  constexpr int kNodes = 300;
+  for (int i = 0; i < kNodes; ++i) Apply(NodeUpsert{MakeNode(StrCat("n", i), 100000, 64 * kGi)});
+  int next = 0;
+  for (int round = 0; round < 4; ++round) {
+    // One at a time; every fifth pod moved to another node, every third deleted again.
+    for (int i = 0; i < 1500; ++i, ++next) {
+      Apply(PodUpsert{MakePod(StrCat("u", next), StrCat("p", next), StrCat("n", next % kNodes),
+                              10, kGi)});
+      if (next % 5 == 1) {
+        Apply(PodUpsert{MakePod(StrCat("u", next), StrCat("p", next),
+                                StrCat("n", (next + 1) % kNodes), 20, kGi)});
+      }
+      if (next % 3 == 0) Apply(PodDelete{StrCat("u", next), "default", StrCat("p", next)});
+    }
+    // A batch: new pods on nodes not seen yet (slots without a Node), and updates.
+    std::vector<ModelEvent> batch;
+    for (int i = 0; i < 2000; ++i, ++next) {
+      batch.push_back(PodUpsert{MakePod(StrCat("u", next), StrCat("p", next),
+                                        StrCat("m", round, "-", i % 700), 10, kGi)});
+    }
+    model_.Apply(batch);
+    INFO("round " << round);
+    REQUIRE(CheckInvariants(*model_.Read()).empty());
+  }
+  // Every pod is found by uid and by name; a third of the one-at-a-time pods were deleted.
+  auto view = model_.Read();
+  int found = 0;
+  for (int i = 0; i < next; ++i) {
+    const PodState* p = view->FindPod(StrCat("u", i));
+    if (p == nullptr) continue;
+    ++found;
+    CHECK(view->FindPodByName("default", StrCat("p", i)) == p);
+  }
+  CHECK(found == next - 4 * 500);
+  CHECK(view->pod_count() == static_cast<size_t>(found));
+  CHECK(view->node_count() == kNodes);
+  // A batch's pods count on the slots of nodes not seen yet.
+  const PodState* p = view->FindPod(StrCat("u", next - 1));
+  REQUIRE(p != nullptr);
+  REQUIRE(p->counted_on != kNoNode);
+  CHECK(view->node(p->counted_on).node.name == p->pod.node_name);
+}
+
 // ---- pods and node accounting -------------------------------------------------------------------
 
 TEST_CASE_METHOD(ModelTest, "Model: a bound non-terminal pod counts against its node", "[model]") {
