@@ -462,7 +462,9 @@ class TotalsChange {
   }
 
   /// \return OutOfRange, naming the resource and the node, when a total would not fit.
-  absl::Status Check(const std::deque<NodeState>& nodes, const ResourceNames& names,
+  /// `nodes`: the model's node slots, indexed by NodeSlot.
+  template <class NodeSlots>
+  absl::Status Check(const NodeSlots& nodes, const ResourceNames& names,
                      std::string_view node_name_if_new) const {
     for (const auto& [slot, delta] : d_) {
       const NodeState* n = slot == kNoNode ? nullptr : &nodes[slot];
