@@ -506,7 +506,9 @@ LatencyRun TinyFilters(int port, int n) {
   return run;
 }
 
-TEST_CASE("http: 200 tiny requests on one kept-alive connection take well under 5 ms each") {
+// How long they take is printed, not asserted (bench/ measures speed); the reply that waits on
+// Nagle's algorithm is what the TCP_NODELAY test below checks.
+TEST_CASE("http: 200 tiny requests on one kept-alive connection are all answered on it") {
   ServedHarness s;
   const LatencyRun run = TinyFilters(s.port(), 200);
   std::printf("tiny POST /filter on one kept-alive connection: n=%zu p50=%.3f ms p99=%.3f ms "
@@ -519,8 +521,6 @@ TEST_CASE("http: 200 tiny requests on one kept-alive connection take well under 
   CHECK_FALSE(run.closed);
   CHECK_FALSE(run.close_announced);
   CHECK(run.ok == 200);
-  // With Nagle's algorithm on, each reply waits ~40 ms for the client's delayed ACK.
-  CHECK(run.p50() < 5.0);
 }
 
 /// Whether the server's end of every connection accepted on `port` has TCP_NODELAY set.
