@@ -88,6 +88,12 @@ absl::Status ParseFailure(std::string_view text, simdjson::error_code code) {
   return absl::InvalidArgumentError(DescribeSyntaxError(text));
 }
 
+// An empty body may come as a view with no buffer (a null data()); simdjson copies the text with
+// memcpy, which must not be handed a null pointer even for zero bytes.
+std::string_view NonNull(std::string_view text) {
+  return text.data() != nullptr ? text : std::string_view("", 0);
+}
+
 }  // namespace
 
 std::string DescribeSyntaxError(std::string_view text) {
@@ -106,12 +112,14 @@ std::string DescribeSyntaxError(std::string_view text) {
                       ": ", msg);
 }
 
+
 absl::StatusOr<JsonDocument> JsonDocument::Parse(std::string_view text, size_t max_depth) {
   JsonDocument doc;
   doc.parser_ = std::make_unique<simdjson::dom::parser>(simdjson::SIMDJSON_MAXSIZE_BYTES);
   if (doc.parser_->allocate(text.size() + 1, max_depth) != simdjson::SUCCESS) {
     return absl::ResourceExhaustedError("cannot allocate a JSON parser for the document");
   }
+  text = NonNull(text);
   simdjson::dom::element root;
   auto code = doc.parser_->parse(text.data(), text.size(), true).get(root);
   if (code != simdjson::SUCCESS) return ParseFailure(text, code);
@@ -127,6 +135,7 @@ absl::StatusOr<simdjson::dom::element> ParseReused(std::string_view text, size_t
       return absl::ResourceExhaustedError("cannot allocate a JSON parser for the request");
     }
   }
+  text = NonNull(text);
   simdjson::dom::element root;
   auto code = parser.parse(text.data(), text.size(), true).get(root);
   if (code != simdjson::SUCCESS) return ParseFailure(text, code);

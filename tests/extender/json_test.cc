@@ -377,5 +377,18 @@ TEST_CASE("Typed getters: missing and null are absent - wrong types name the pat
   CHECK(std::string(as_str.status().message()) == "spec: expected a string, got null");
 }
 
+// A request with no body may reach the parser as a view with no buffer (a null data()). It is
+// refused as empty, without handing simdjson a null pointer (the asan_ubsan test sees that).
+TEST_CASE("JSON parsers refuse an empty view with no buffer as an empty body", "[json]") {
+  const std::string_view none;
+  REQUIRE(none.data() == nullptr);
+  absl::StatusOr<simdjson::dom::element> reused = ParseReused(none);
+  REQUIRE_FALSE(reused.ok());
+  CHECK(reused.status().message() == "empty body: expected a JSON document");
+  absl::StatusOr<JsonDocument> doc = JsonDocument::Parse(none);
+  REQUIRE_FALSE(doc.ok());
+  CHECK(doc.status().message() == "empty body: expected a JSON document");
+}
+
 }  // namespace
 }  // namespace berth::extender
