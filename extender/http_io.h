@@ -32,10 +32,22 @@ class ConnectionIo {
  public:
   virtual ~ConnectionIo() = default;
   virtual IoResult Read(char* buf, size_t len) = 0;
-  /// Writes from `iov` (gathering); a partial write is kOk with fewer bytes.
+  /// Writes from `iov` (gathering); a partial write is kOk with fewer bytes. A layer that
+  /// holds output of its own (HasPendingOutput) sends that first, and with `count` 0 only
+  /// that: kOk once none is left.
   virtual IoResult Write(const iovec* iov, int count) = 0;
   /// No more bytes will be written (a TLS layer sends close_notify first).
   virtual void ShutdownWrite() = 0;
+  /// Bytes taken by Write (or made by the layer itself, as TLS handshake messages are) that
+  /// the socket has not taken yet. A reply is written only once there are none.
+  virtual bool HasPendingOutput() const { return false; }
+  /// After a Read that returned fewer bytes than asked: true if the next Read has something
+  /// to return without a new readiness event (bytes the layer decoded already, or an end of
+  /// stream it met after the bytes it returned). A plain socket's short read drained it.
+  virtual bool MoreToRead() const { return false; }
+  /// True when the connection failed before it could carry a request: a TLS handshake the
+  /// client did not complete correctly (a plain-HTTP request, an untrusted certificate).
+  virtual bool HandshakeFailed() const { return false; }
 };
 
 /// A plain TCP socket. Does not own the descriptor.

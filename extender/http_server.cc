@@ -250,6 +250,7 @@ class HttpServer::Impl {
     std::string in;          ///< received and not consumed yet
     size_t head_scan = 0;    ///< where the search for the end of the head goes on
     bool readable = false;   ///< the socket may have bytes (edge-triggered)
+    bool read_wants_write = false;  ///< a read waits for the socket to take the layer's output
     bool hangup = false;     ///< the client shut down its side: read until EOF
     bool eof = false;        ///< a read returned EOF
     bool in_work_list = false;
@@ -608,8 +609,18 @@ void HttpServer::Impl::Accept() {
     auto owned = std::make_unique<Conn>();
     Conn* c = owned.get();
     c->fd = fd;
-    c->io = std::make_unique<http::PlainSocketIo>(fd);
+    if (options_.tls) {
+      c->io = options_.tls->NewConnection(fd, options_.tls_verify_client);
+    } else {
+      c->io = std::make_unique<http::PlainSocketIo>(fd);
+    }
     c->peer = std::move(peer);
+    if (!c->io) {
+      --ps.connections;
+      metrics_->Refuse(ListenerMetrics::Refused::kFdLimit);
+      ::close(fd);
+      continue;
+    }
     conns_.emplace(c, std::move(owned));
     ++open_;
     ++metrics_->accepted;
@@ -624,6 +635,10 @@ void HttpServer::Impl::Accept() {
 
 void HttpServer::Impl::Refuse(int fd, ListenerMetrics::Refused reason, std::string_view why) {
   metrics_->Refuse(reason);
+  if (options_.tls) {  // a 503 in plain text would not reach a TLS client
+    ::close(fd);
+    return;
+  }
   const Reply r = ErrorReply(503, StrCat("server busy: ", why, "; retry later"));
   const std::string bytes = StrCat(http::ResponseHead(503, kJsonType, r.body.size(), false, 0, false,
                                                       "Retry-After: 1\r\n"),
@@ -642,6 +657,10 @@ void HttpServer::Impl::OnEvent(Conn* c, uint32_t events) {
   if (c->state == State::kClosed) return;
   if ((events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) != 0) c->readable = true;
   if ((events & (EPOLLRDHUP | EPOLLHUP | EPOLLERR)) != 0) c->hangup = true;
+  if ((events & (EPOLLOUT | EPOLLERR | EPOLLHUP)) != 0 && c->read_wants_write) {
+    c->read_wants_write = false;
+    c->readable = true;
+  }
   switch (c->state) {
     case State::kWriting:
       if ((events & (EPOLLOUT | EPOLLERR | EPOLLHUP)) != 0) Flush(c);
@@ -707,6 +726,7 @@ void HttpServer::Impl::ReadAndProcess(Conn* c) {
     }
     if (r.kind == http::IoResult::kWantRead || r.kind == http::IoResult::kWantWrite) {
       c->readable = false;
+      c->read_wants_write = r.kind == http::IoResult::kWantWrite;
       break;
     }
     if (r.kind == http::IoResult::kEof) {
@@ -716,13 +736,15 @@ void HttpServer::Impl::ReadAndProcess(Conn* c) {
       return;
     }
     if (r.kind == http::IoResult::kError) {
-      Close(c, c->state == State::kLinger ? c->close_reason : Closed::kError);
+      Close(c, c->state == State::kLinger      ? c->close_reason
+               : c->io->HandshakeFailed() ? Closed::kTlsHandshake
+                                          : Closed::kError);
       return;
     }
     budget -= r.bytes;
     // A short read took what the socket had: the next bytes come with a new event (but after
     // the client's FIN none comes: then read on to the EOF).
-    if (r.bytes < asked && !c->hangup) c->readable = false;
+    if (r.bytes < asked && !c->hangup && !c->io->MoreToRead()) c->readable = false;
     if (s == State::kLinger) continue;  // dropped
     if (direct) {
       c->body.Commit(r.bytes);
@@ -1208,10 +1230,13 @@ void HttpServer::Impl::StartWriting(Conn* c) {
 }
 
 bool HttpServer::Impl::WriteSome(Conn* c) {
-  while (c->out_off < c->out_size()) {
+  for (;;) {
     iovec iov[2];
     int n = 0;
-    if (c->out_off < c->out_head.size()) {
+    if (c->out_off >= c->out_size()) {
+      if (!c->io->HasPendingOutput()) return true;
+      // n == 0: the layer's own output (TLS records) is still to go.
+    } else if (c->out_off < c->out_head.size()) {
       iov[n++] = {c->out_head.data() + c->out_off, c->out_head.size() - c->out_off};
       if (!c->head_only && !c->out_body.empty()) iov[n++] = {c->out_body.data(), c->out_body.size()};
     } else {
@@ -1225,7 +1250,6 @@ bool HttpServer::Impl::WriteSome(Conn* c) {
     }
     return r.kind == http::IoResult::kWantWrite || r.kind == http::IoResult::kWantRead;
   }
-  return true;
 }
 
 void HttpServer::Impl::Flush(Conn* c) {
@@ -1234,7 +1258,7 @@ void HttpServer::Impl::Flush(Conn* c) {
     Close(c, Closed::kError);
     return;
   }
-  if (c->out_off < c->out_size()) {
+  if (c->out_off < c->out_size() || c->io->HasPendingOutput()) {
     // The reply waits for its client; its bytes count as in flight until it takes them.
     const size_t pending = c->out_size() - c->out_off;
     if (c->charged < pending) {
@@ -1296,10 +1320,11 @@ void HttpServer::Impl::Close(Conn* c, Closed reason) {
   if (c->in_work_list) drop(work_list_);
   drop(memory_waiters_);
   drop(dispatch_waiters_);
+  // Counted before the close, so a client that sees its connection end sees it counted.
+  metrics_->Close(reason);
   ::epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, c->fd, nullptr);
   ::close(c->fd);
   c->fd = -1;
-  metrics_->Close(reason);
   --open_;
   metrics_->open.store(open_);
   auto p = peers_.find(c->peer);

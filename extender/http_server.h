@@ -10,6 +10,7 @@
 
 #include "absl/status/statusor.h"
 #include "extender/service.h"
+#include "extender/tls.h"
 
 namespace berth::extender {
 
@@ -64,6 +65,13 @@ struct HttpServerOptions {
   /// At most this many requests per connection (0: no limit); the last reply says
   /// Connection: close.
   size_t max_requests_per_connection = 0;
+  /// HTTPS: every connection speaks TLS with this certificate (re-read when its files change;
+  /// extender/tls.h); null: plain HTTP. A connection refused at accept is closed without a
+  /// 503 (no handshake is made for it).
+  std::shared_ptr<TlsServerContext> tls;
+  /// With `tls` and its client CA: clients must present a certificate that CA signed (mutual
+  /// TLS; berth's verb port when `--tls-client-ca-file` is given).
+  bool tls_verify_client = false;
   /// TCP_NODELAY on accepted sockets (replies are one write each, but a client's delayed ACK
   /// must never hold one back).
   bool tcp_nodelay = true;

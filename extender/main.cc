@@ -39,6 +39,13 @@ ABSL_FLAG(std::string, listen, "127.0.0.1:8888", "HOST:PORT to serve the extende
 ABSL_FLAG(std::string, ops_listen, "",
           "HOST:PORT to serve only the read-only operations endpoints on (GET /healthz, /readyz, "
           "/version, /debug/*), e.g. 0.0.0.0:8889 for probes while --listen stays on loopback");
+ABSL_FLAG(std::string, tls_cert_file, "",
+          "serve HTTPS on both ports with this PEM certificate (and its chain); re-read when the "
+          "file changes");
+ABSL_FLAG(std::string, tls_key_file, "", "the PEM private key of --tls-cert-file");
+ABSL_FLAG(std::string, tls_client_ca_file, "",
+          "with --tls-cert-file: the verb port (--listen) accepts only clients with a certificate "
+          "this PEM CA signed (kube-scheduler's tlsConfig certFile/keyFile)");
 ABSL_FLAG(std::string, config, "", "berth configuration file (JSON); see docs/configuration.md");
 ABSL_FLAG(std::string, cluster, "",
           "standalone mode: load the cluster from this Kubernetes List JSON file "
@@ -90,6 +97,7 @@ constexpr char kUsage[] =
     "a Kubernetes scheduler extender for batch and AI training work.\n\n"
     "usage:\n"
     "  berth serve [--listen 127.0.0.1:8888] [--ops-listen HOST:PORT] [--config FILE]\n"
+    "              [--tls-cert-file FILE --tls-key-file FILE [--tls-client-ca-file FILE]]\n"
     "              [--cluster FILE | --kubeconfig FILE [--context NAME] | --in-cluster]\n"
     "              [--scheduler-name berth-scheduler] [--log-level info] [--log-format text|json]\n"
     "  berth simulate --cluster FILE --workload FILE [--config FILE] [--out DIR] [--seed N]\n"
@@ -143,6 +151,14 @@ bool ParseListen(const std::string& listen, std::string* host, int* port) {
 }
 
 int Serve() {
+  // SIGINT and SIGTERM are taken by one thread with sigwait (below). They are blocked here,
+  // before any thread starts (the operations server, the Kubernetes client's), as threads
+  // inherit the mask: a thread started with them unblocked would die of them instead.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   if (absl::Status s = SetupLogging(absl::GetFlag(FLAGS_log_level), absl::GetFlag(FLAGS_log_format));
       !s.ok()) {
     return Fail(ToStd(s.message()));
@@ -181,6 +197,17 @@ int Serve() {
   int ops_port = 0;
   if (const std::string ops = absl::GetFlag(FLAGS_ops_listen); !ops.empty() && !ParseListen(ops, &ops_host, &ops_port)) {
     return Fail(StrCat("--ops-listen: expected HOST:PORT such as 0.0.0.0:8889, got \"", ops, "\""));
+  }
+
+  TlsOptions tls_options{.cert_file = absl::GetFlag(FLAGS_tls_cert_file),
+                         .key_file = absl::GetFlag(FLAGS_tls_key_file),
+                         .client_ca_file = absl::GetFlag(FLAGS_tls_client_ca_file)};
+  if (tls_options.cert_file.empty() != tls_options.key_file.empty()) {
+    return Fail("--tls-cert-file and --tls-key-file go together (HTTPS needs both)");
+  }
+  const bool https = !tls_options.cert_file.empty();
+  if (!https && !tls_options.client_ca_file.empty()) {
+    return Fail("--tls-client-ca-file needs --tls-cert-file and --tls-key-file");
   }
 
   core::RealClock clock;
@@ -254,23 +281,30 @@ int Serve() {
     service.SetReady(true);
   }
 
+  std::shared_ptr<TlsServerContext> tls;
+  if (https) {
+    absl::StatusOr<std::shared_ptr<TlsServerContext>> made =
+        TlsServerContext::Create(tls_options, &service.transport_metrics().tls);
+    if (!made.ok()) return Fail(StrCat("HTTPS: ", made.status().message()));
+    tls = *std::move(made);
+  }
   HttpServer server(&service, HttpServerOptions{.max_body_bytes = config.max_request_bytes,
-                                                .threads = config.http_threads});
+                                                .threads = config.http_threads,
+                                                .tls = tls,
+                                                .tls_verify_client = tls && tls->has_client_ca()});
   absl::StatusOr<int> bound = server.Bind(host, port);
   if (!bound.ok()) return Fail(ToStd(bound.status().message()));
   std::unique_ptr<HttpServer> ops_server;
   if (!ops_host.empty()) {
-    ops_server = std::make_unique<HttpServer>(&service, OpsServerOptions());
+    HttpServerOptions ops_options = OpsServerOptions();
+    ops_options.tls = tls;  // no client certificate asked: the kubelet's probes have none
+    ops_server = std::make_unique<HttpServer>(&service, std::move(ops_options));
     absl::StatusOr<int> ops_bound = ops_server->Start(ops_host, ops_port);
     if (!ops_bound.ok()) return Fail(StrCat("--ops-listen: ", ops_bound.status().message()));
   }
 
-  // Signals go to one thread that stops the server; housekeeping runs on another.
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGINT);
-  sigaddset(&signals, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  // Signals go to one thread that stops the server (blocked above, before any thread started);
+  // housekeeping runs on another.
   // Evictions, nudges and Events are carried out off the request path (extender/intents.h), by
   // a thread started here so that it inherits the blocked signals.
   service.StartIntentWorker();
@@ -307,10 +341,11 @@ int Serve() {
   // /readyz turns ready only once every watched collection's first list is in the model.
   if (runtime) runtime->Start([&service] { service.SetReady(true); });
 
-  const std::string url = StrCat("http://", host.find(':') != std::string::npos ? StrCat("[", host, "]") : host,
+  const std::string url = StrCat(https ? "https://" : "http://", host.find(':') != std::string::npos ? StrCat("[", host, "]") : host,
                                  ":", *bound);
   std::cout << "berth " << kVersion << " listening on " << url << " (" << source << ")\n"
-            << "try: curl -s '" << url << "/debug/nodes?format=text'\n"
+            << "try: curl -s " << (https ? "--cacert CA_FILE " : "") << "'" << url
+            << "/debug/nodes?format=text'\n"
             << std::flush;
   spdlog::info("serving on {} with policies {}", url, policies);
   server.Run();

@@ -165,7 +165,7 @@ void TransportMetrics::Write(PromWriter& w) const {
   per_reason("berth_http_connections_closed_total",
              "Accepted connections closed, by listener and reason (done, peer, idle_timeout, "
              "header_timeout, body_timeout, write_timeout, bad_request, too_large, busy, evicted, "
-             "shutdown, error).",
+             "shutdown, error, tls_handshake).",
              ListenerMetrics::kClosedNames, &ListenerMetrics::closed);
   per_listener("berth_http_connections_open", "gauge", "Connections open now, by listener.",
                [](const ListenerMetrics& m) { return m.open.load(); });
@@ -175,6 +175,19 @@ void TransportMetrics::Write(PromWriter& w) const {
   per_listener("berth_http_requests_waited_for_memory_total", "counter",
                "Requests whose body waited for room under the listener's in-flight byte limit.",
                [](const ListenerMetrics& m) { return m.waited_for_memory.load(); });
+  if (tls.enabled) {
+    w.Family("berth_tls_certificate_expiry_timestamp_seconds", "gauge",
+             "notAfter of the certificate served over HTTPS, in seconds since the epoch.");
+    w.Sample("berth_tls_certificate_expiry_timestamp_seconds", {},
+             static_cast<double>(tls.not_after_seconds.load()));
+    w.Family("berth_tls_certificate_reloads_total", "counter",
+             "Changes of the certificate files, by result: ok (served from then on) or error "
+             "(did not load; the previous certificate is still served).");
+    w.Sample("berth_tls_certificate_reloads_total", {{"result", "ok"}},
+             static_cast<double>(tls.reloads.load()));
+    w.Sample("berth_tls_certificate_reloads_total", {{"result", "error"}},
+             static_cast<double>(tls.reload_failures.load()));
+  }
 }
 
 void Metrics::Write(PromWriter& w) const {

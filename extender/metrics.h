@@ -96,11 +96,13 @@ struct ListenerMetrics {
     kEvicted,        ///< idle, closed to make room for a new connection at max_connections
     kShutdown,       ///< the server stopped
     kError,          ///< a socket error
+    kTlsHandshake,   ///< HTTPS: the TLS handshake failed (plain HTTP, a refused client certificate)
     kCount
   };
-  static constexpr std::array<std::string_view, 12> kClosedNames = {
+  static constexpr std::array<std::string_view, 13> kClosedNames = {
       "done",       "peer",          "idle_timeout", "header_timeout", "body_timeout", "write_timeout",
-      "bad_request", "too_large",    "busy",         "evicted",        "shutdown",     "error"};
+      "bad_request", "too_large",    "busy",         "evicted",        "shutdown",     "error",
+      "tls_handshake"};
 
   std::atomic<uint64_t> accepted{0};
   std::array<std::atomic<uint64_t>, static_cast<size_t>(Refused::kCount)> refused{};
@@ -115,14 +117,26 @@ struct ListenerMetrics {
   void Close(Closed c) { ++closed[static_cast<size_t>(c)]; }
 };
 
+/// HTTPS: the certificate's gauges and counters on GET /metrics (berth_tls_*; extender/tls.h).
+struct TlsMetrics {
+  std::atomic<bool> enabled{false};
+  std::atomic<uint64_t> reloads{0};          ///< certificate files re-read and taken
+  std::atomic<uint64_t> reload_failures{0};  ///< changed files that could not be taken
+  /// The served certificate's notAfter, in seconds since the epoch.
+  std::atomic<int64_t> not_after_seconds{0};
+};
+
 /// The HTTP listeners: the verb port and the read-only operations port (--ops-listen).
 struct TransportMetrics {
   enum Listener : uint8_t { kVerbs = 0, kOps = 1 };
   static constexpr std::array<std::string_view, 2> kListenerNames = {"verbs", "ops"};
   std::array<ListenerMetrics, 2> listeners;
+  /// HTTPS (berth serve --tls-cert-file): the certificate both listeners serve.
+  TlsMetrics tls;
 
   /// Writes berth_http_connections_{accepted,refused,closed}_total, berth_http_connections_open,
-  /// berth_http_bytes_in_flight and berth_http_requests_waited_for_memory_total.
+  /// berth_http_bytes_in_flight and berth_http_requests_waited_for_memory_total; with HTTPS,
+  /// berth_tls_certificate_expiry_timestamp_seconds and berth_tls_certificate_reloads_total.
   void Write(PromWriter& w) const;
 };
 

@@ -69,6 +69,20 @@ berth_cli_fails(serve.kubeconfig-and-in-cluster "--kubeconfig and --in-cluster e
   ARGS serve --listen 127.0.0.1:0 --in-cluster --kubeconfig /nonexistent/kubeconfig)
 berth_cli_fails(serve.context-without-kubeconfig "^berth: --context needs --kubeconfig\n$" ONE_LINE
   ARGS serve --listen 127.0.0.1:0 --context prod)
+berth_cli_fails(serve.tls-cert-without-key
+  "^berth: --tls-cert-file and --tls-key-file go together \\(HTTPS needs both\\)\n$" ONE_LINE
+  ARGS serve --listen 127.0.0.1:0 --tls-cert-file ${BERTH_CLI_DATA}/tls-missing.crt)
+berth_cli_fails(serve.tls-client-ca-alone
+  "^berth: --tls-client-ca-file needs --tls-cert-file and --tls-key-file\n$" ONE_LINE
+  ARGS serve --listen 127.0.0.1:0 --tls-client-ca-file ${BERTH_CLI_DATA}/tls-missing.crt)
+berth_cli_fails(serve.tls-missing-file
+  "^berth: HTTPS: cannot read certificate file \".*/tls-missing\\.crt\": No such file or directory\n$" ONE_LINE
+  ARGS serve --listen 127.0.0.1:0 --tls-cert-file ${BERTH_CLI_DATA}/tls-missing.crt
+       --tls-key-file ${BERTH_CLI_DATA}/tls-missing.key)
+berth_cli_fails(serve.tls-not-a-certificate
+  "^berth: HTTPS: key file \".*/config-unknown-field\\.json\" holds no usable unencrypted PEM private key" ONE_LINE
+  ARGS serve --listen 127.0.0.1:0 --tls-cert-file ${BERTH_CLI_DATA}/config-unknown-field.json
+       --tls-key-file ${BERTH_CLI_DATA}/config-unknown-field.json)
 berth_cli_fails(serve.ops-listen "^berth: --ops-listen: expected HOST:PORT such as 0.0.0.0:8889, got \"8889\"\n$"
   ONE_LINE ARGS serve --listen 127.0.0.1:0 --ops-listen 8889)
 berth_cli_fails(serve.kubeconfig-missing "^berth: [^\n]*/nonexistent/kubeconfig[^\n]*\n$" ONE_LINE

@@ -4,6 +4,9 @@
 #      works; /readyz answers; a second berth on the same port fails clearly.
 #   2. SIGTERM stops it promptly with exit status 0, also while a client holds an idle
 #      kept-alive connection (as kube-scheduler does).
+#   5. HTTPS: with --tls-cert-file/--tls-key-file both ports speak TLS only; a certificate
+#      replaced in place (key and certificate) is served to the next connection without a
+#      restart. Needs the openssl command (Debian's ca-certificates depends on it).
 #   3. Round trip: /debug/snapshot of a changed model loads back with --cluster into a second
 #      berth whose /debug/snapshot is byte-for-byte the same (but for the List's resourceVersion,
 #      a change counter).
@@ -169,5 +172,51 @@ grep -Evq '^\{.*\}$' "$WORK/logs.err" && fail "a log line is not one JSON object
 grep -E '"level":"debug"' "$WORK/logs.err" | grep -q 'filter pod=ml/eval-pending candidates=2 fit=1 rejected=' ||
   fail "no debug line for the filter decision"
 
-echo "PASS: serve on port $DEMO_PORT, SIGTERM exit 0, snapshot round trip identical ($(wc -c <"$WORK/snapshot1.json") bytes), JSON decision logs, /metrics"
+# ---- 5. HTTPS on both ports, and a certificate replaced in place -----------------------------------
+if command -v openssl >/dev/null; then
+  mkcert() {  # mkcert NAME: a self-signed certificate for 127.0.0.1 in $WORK/NAME.{crt,key}
+    openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 \
+      -subj "/CN=$1" -addext "subjectAltName=IP:127.0.0.1" \
+      -keyout "$WORK/$1.key" -out "$WORK/$1.crt" 2>/dev/null || fail "openssl cannot make $1"
+  }
+  mkcert first
+  mkcert second
+  mkdir -p "$WORK/tls"
+  cp "$WORK/first.crt" "$WORK/tls/tls.crt"
+  cp "$WORK/first.key" "$WORK/tls/tls.key"
+  OPS_PORT=$((20000 + RANDOM % 40000))
+  start_berth https --tls-cert-file "$WORK/tls/tls.crt" --tls-key-file "$WORK/tls/tls.key" \
+    --ops-listen "127.0.0.1:$OPS_PORT"
+  HTTPS_PID=$PID
+  grep -q "listening on https://127.0.0.1:$PORT" "$WORK/https.out" || fail "the listen line does not say https"
+  "${CURL[@]}" -f --cacert "$WORK/first.crt" "https://127.0.0.1:$PORT/healthz" >/dev/null ||
+    fail "GET /healthz over HTTPS failed"
+  "${CURL[@]}" -f --cacert "$WORK/first.crt" "https://127.0.0.1:$OPS_PORT/readyz" >/dev/null ||
+    fail "GET /readyz over HTTPS on the operations port failed"
+  "${CURL[@]}" -f -H 'Content-Type: application/json' -d "$FILTER" --cacert "$WORK/first.crt" \
+    "https://127.0.0.1:$PORT/filter" | grep -q '"NodeNames"' || fail "POST /filter over HTTPS failed"
+  "${CURL[@]}" "http://127.0.0.1:$PORT/healthz" >/dev/null && fail "plain HTTP was answered on the HTTPS port"
+  # Replace the pair in place, key first, as cert-manager and Secret volumes do (one rename each).
+  cp "$WORK/second.key" "$WORK/tls/tls.key.new" && mv "$WORK/tls/tls.key.new" "$WORK/tls/tls.key"
+  cp "$WORK/second.crt" "$WORK/tls/tls.crt.new" && mv "$WORK/tls/tls.crt.new" "$WORK/tls/tls.crt"
+  ok=0
+  for i in $(seq 1 40); do  # berth looks at the files at most once a second
+    if "${CURL[@]}" -f --cacert "$WORK/second.crt" "https://127.0.0.1:$PORT/healthz" >/dev/null; then
+      ok=1
+      break
+    fi
+    sleep 0.1
+  done
+  [ "$ok" = 1 ] || fail "the replaced certificate was not served within 4 s"
+  "${CURL[@]}" -f --cacert "$WORK/first.crt" "https://127.0.0.1:$PORT/healthz" >/dev/null &&
+    fail "the old certificate is still served after the reload"
+  "${CURL[@]}" -f --cacert "$WORK/second.crt" "https://127.0.0.1:$OPS_PORT/metrics" |
+    grep -q '^berth_tls_certificate_reloads_total{result="ok"} 1$' || fail "/metrics does not count the reload"
+  stop_berth "$HTTPS_PID"
+  grep -q "certificate reloaded" "$WORK/https.err" || fail "the reload is not logged"
+else
+  echo "note: openssl is not installed; the HTTPS part is skipped"
+fi
+
+echo "PASS: serve on port $DEMO_PORT, SIGTERM exit 0, snapshot round trip identical ($(wc -c <"$WORK/snapshot1.json") bytes), JSON decision logs, /metrics, HTTPS with a certificate reload"
 exit 0

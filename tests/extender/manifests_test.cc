@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <regex>
 #include <set>
@@ -675,17 +676,13 @@ fs::path FindOnPath(const std::string& program) {
   return {};
 }
 
-TEST_CASE("kubectl kustomize builds the same objects as the files", "[manifests]") {
-  const fs::path kubectl = FindOnPath("kubectl");
-  if (kubectl.empty()) {
-    WARN("kubectl is not on PATH: `kubectl kustomize manifests/` not checked");
-    return;
-  }
+// The objects `kubectl kustomize DIR` builds, as JSON; fails the test if it fails.
+std::vector<json> Kustomize(const fs::path& kubectl, const fs::path& dir) {
   // Runs offline: kustomize only reads the directory. Standard error goes to a file of its own,
   // so warnings never mix into the YAML.
   const fs::path errors_file =
       fs::temp_directory_path() / ("berth-kustomize-" + std::to_string(getpid()) + ".err");
-  const std::string command = "'" + kubectl.string() + "' kustomize '" + ManifestsDir().string() +
+  const std::string command = "'" + kubectl.string() + "' kustomize '" + dir.string() +
                               "' 2>'" + errors_file.string() + "'";
   FILE* pipe = popen(command.c_str(), "r");
   REQUIRE(pipe != nullptr);
@@ -708,10 +705,21 @@ TEST_CASE("kubectl kustomize builds the same objects as the files", "[manifests]
   } catch (const YAML::Exception& e) {
     FAIL("kubectl kustomize output: " << e.what());
   }
-  std::multiset<std::string> from_kustomize;
+  std::vector<json> out;
   for (const YAML::Node& d : built) {
-    if (d.IsNull()) continue;
-    const json j = YamlToJson(d);
+    if (!d.IsNull()) out.push_back(YamlToJson(d));
+  }
+  return out;
+}
+
+TEST_CASE("kubectl kustomize builds the same objects as the files", "[manifests]") {
+  const fs::path kubectl = FindOnPath("kubectl");
+  if (kubectl.empty()) {
+    WARN("kubectl is not on PATH: `kubectl kustomize manifests/` not checked");
+    return;
+  }
+  std::multiset<std::string> from_kustomize;
+  for (const json& j : Kustomize(kubectl, ManifestsDir())) {
     const json meta = j.value("metadata", json::object());
     from_kustomize.insert(j.value("kind", "") + " " + meta.value("namespace", "") + "/" +
                           meta.value("name", ""));
@@ -971,6 +979,145 @@ TEST_CASE("only berth's read-only operations port is reachable from outside the 
   REQUIRE(ports.size() == 1);
   CHECK(ports[0].value("port", 0) == ops.port);  // kubectl port-forward svc/berth 8889
   CHECK(ResolvePort(pod.berth, ports[0].value("targetPort", ports[0]["port"])) == ops.port);
+}
+
+// The Secret volume mounted at `dir` in `container`: its secretName ("" if none).
+std::string MountedSecret(const json& pod_spec, const json& container, const std::string& dir) {
+  std::string volume;
+  for (const json& m : container.value("volumeMounts", json::array())) {
+    if (m.value("mountPath", "") == dir) volume = m.value("name", "");
+  }
+  for (const json& v : pod_spec.value("volumes", json::array())) {
+    if (v.value("name", "") == volume && v.contains("secret")) return v["secret"].value("secretName", "");
+  }
+  return "";
+}
+
+// The objects of manifests/ with the https component's patches applied, as kustomize applies
+// a component's JSON patches to their targets.
+std::vector<Object> WithHttpsComponent() {
+  std::vector<Object> objs = TopLevel(LoadObjects(""));
+  const std::string kpath = (ManifestsDir() / "https" / "kustomization.yaml").string();
+  const json k = YamlToJson(ParseYamlOrFail(ReadTestFile(kpath), kpath));
+  CHECK(k.value("apiVersion", "") == "kustomize.config.k8s.io/v1alpha1");
+  CHECK(k.value("kind", "") == "Component");
+  const json& patches = At(k, "/patches", kpath);
+  REQUIRE(patches.is_array());
+  REQUIRE(patches.size() == 2);
+  for (const json& p : patches) {
+    const std::string file = (ManifestsDir() / "https" / p.value("path", "")).string();
+    const json& target = At(p, "/target", kpath);
+    Object* obj = nullptr;
+    for (Object& o : objs) {
+      if (o.kind() == target.value("kind", "") && o.name() == target.value("name", "") &&
+          o.ns() == target.value("namespace", "")) {
+        obj = &o;
+      }
+    }
+    INFO(kpath << ": patch " << file << " targets " << target.dump());
+    REQUIRE(obj != nullptr);
+    const std::string api_version = target.contains("group")
+                                        ? target["group"].get<std::string>() + "/" + target.value("version", "")
+                                        : target.value("version", "");
+    CHECK(obj->j.value("apiVersion", "") == api_version);
+    const json ops = YamlToJson(ParseYamlOrFail(ReadTestFile(file), file));
+    REQUIRE(ops.is_array());
+    try {
+      obj->j = obj->j.patch(ops);
+    } catch (const json::exception& e) {
+      FAIL(file << " does not apply to " << obj->where << ": " << e.what());
+    }
+    obj->where += " patched by https/" + p.value("path", "");
+  }
+  return objs;
+}
+
+TEST_CASE("the https component serves both ports over TLS, and kube-scheduler verifies berth",
+          "[manifests]") {
+  const std::vector<Object> base_objs = LoadObjects("");
+  const BerthPod base = LoadBerthPod(base_objs);
+  const std::vector<Object> objs = WithHttpsComponent();
+  const BerthPod pod = LoadBerthPod(objs);
+  const std::string where = pod.deployment->where;
+
+  // The containers are where the patch's indexes say.
+  CHECK(pod.spec["containers"][0].value("name", "") == "kube-scheduler");
+  CHECK(pod.spec["containers"][1].value("name", "") == "berth");
+
+  // berth: every flag of the base, and the certificate and key from the Secret berth-tls.
+  std::map<std::string, std::string> flags = Flags(pod.berth);
+  const fs::path cert(Flag(flags, "tls-cert-file"));
+  const fs::path key(Flag(flags, "tls-key-file"));
+  CHECK(cert.filename() == "tls.crt");
+  CHECK(key.filename() == "tls.key");
+  CHECK(cert.parent_path() == key.parent_path());
+  CHECK(MountedSecret(pod.spec, pod.berth, cert.parent_path().string()) == "berth-tls");
+  flags.erase("tls-cert-file");
+  flags.erase("tls-key-file");
+  CHECK(flags == Flags(base.berth));
+
+  // The kubelet probes the same paths and port, over HTTPS.
+  for (const char* probe : {"readinessProbe", "livenessProbe"}) {
+    INFO(probe);
+    json get = At(pod.berth, std::string("/") + probe + "/httpGet", where);
+    CHECK(get.value("scheme", "") == "HTTPS");
+    get.erase("scheme");
+    CHECK(get == At(base.berth, std::string("/") + probe + "/httpGet", base.deployment->where));
+  }
+  CHECK(At(pod.deployment->j, "/spec/template/metadata/annotations", where).value("prometheus.io/scheme", "") ==
+        "https");
+
+  // kube-scheduler: https to berth's --listen, verified against ca.crt of the same Secret.
+  const json cfg = SchedulerConfig(objs, pod);
+  const json& ext = At(cfg, "/extenders/0", "https scheduler configuration");
+  const HostPort listen = SplitHostPort(Flag(flags, "listen"));
+  CHECK(ext.value("urlPrefix", "") == "https://" + listen.host + ":" + std::to_string(listen.port));
+  CHECK(ext.value("enableHTTPS", false));
+  const json& tls = At(ext, "/tlsConfig", "https scheduler configuration");
+  CHECK_FALSE(tls.value("insecure", false));
+  const fs::path ca(tls.value("caFile", ""));
+  CHECK(ca.filename() == "ca.crt");
+  CHECK(MountedSecret(pod.spec, pod.scheduler, ca.parent_path().string()) == "berth-tls");
+  // The certificate names the Service, not the loopback address kube-scheduler dials.
+  CHECK(tls.value("serverName", "") == "berth.berth-system.svc");
+  CheckKnownKeys(tls, {"insecure", "serverName", "certFile", "keyFile", "caFile", "certData", "keyData", "caData"},
+                 "tlsConfig");
+
+  // Everything else is the base's configuration.
+  json same = cfg;
+  same["extenders"][0].erase("tlsConfig");
+  same["extenders"][0]["enableHTTPS"] = false;
+  same["extenders"][0]["urlPrefix"] = At(SchedulerConfig(base_objs, base), "/extenders/0/urlPrefix", "base");
+  CHECK(same == SchedulerConfig(base_objs, base));
+
+  // kubectl builds the same thing from the component.
+  const fs::path kubectl = FindOnPath("kubectl");
+  if (kubectl.empty()) {
+    WARN("kubectl is not on PATH: `kubectl kustomize` with the https component not checked");
+    return;
+  }
+  const fs::path copy = fs::temp_directory_path() / ("berth-manifests-" + std::to_string(getpid()));
+  fs::remove_all(copy);
+  fs::copy(ManifestsDir(), copy, fs::copy_options::recursive);
+  {
+    std::ofstream out(copy / "Kustomization", std::ios::app);
+    out << "components:\n- https\n";
+  }
+  const std::vector<json> built = Kustomize(kubectl, copy);
+  fs::remove_all(copy);
+  size_t matched = 0;
+  for (const Object& o : objs) {
+    if (o.kind() != "Deployment" && o.kind() != "ConfigMap") continue;
+    for (const json& b : built) {
+      if (b.value("kind", "") == o.kind() && b["metadata"].value("name", "") == o.name()) {
+        INFO(o.where);
+        if (o.kind() == "ConfigMap") CHECK(b["data"] == o.j["data"]);
+        if (o.kind() == "Deployment") CHECK(b["spec"]["template"] == o.j["spec"]["template"]);
+        ++matched;
+      }
+    }
+  }
+  CHECK(matched == 2);
 }
 
 TEST_CASE("the ServiceAccount is bound to berth's roles and to kube-scheduler's", "[manifests]") {

@@ -90,8 +90,13 @@ std::vector<ManifestDocument> LoadManifestFiles(const std::string& relative_path
   REQUIRE(fs::exists(start));
   std::vector<fs::path> files;
   if (fs::is_directory(start)) {
-    for (const fs::directory_entry& e : fs::recursive_directory_iterator(start)) {
-      if (e.is_regular_file() && IsYamlFile(e.path())) files.push_back(e.path());
+    for (auto it = fs::recursive_directory_iterator(start); it != fs::recursive_directory_iterator(); ++it) {
+      // A kustomize component (e.g. https/) holds patches, not objects.
+      if (it->is_directory() && fs::exists(it->path() / "kustomization.yaml")) {
+        it.disable_recursion_pending();
+        continue;
+      }
+      if (it->is_regular_file() && IsYamlFile(it->path())) files.push_back(it->path());
     }
     std::sort(files.begin(), files.end());
   } else {

@@ -31,7 +31,8 @@ struct ManifestDocument {
 };
 
 /// Every non-empty document of the `*.yaml` / `*.yml` files at `relative_path_or_dir`, a path
-/// under manifests/ ("" for the whole directory). Directories are read recursively, files in
+/// under manifests/ ("" for the whole directory). Directories are read recursively (but for
+/// those holding a kustomization.yaml: kustomize components, made of patches), files in
 /// path order (lexical, as `kubectl apply -f` reads a directory), documents in file order.
 /// Fails the running test if the path does not exist or a file does not parse (naming the file,
 /// line and column).
