@@ -24,6 +24,7 @@
 ///                     --gang-size=512]
 ///                    [--lock-hold[=SECONDS]]  (the model's exclusive lock: bench/lock_bench.cc)
 ///                    [--transport[=SECONDS]]  (hostile clients, large bodies: bench/transport_bench.cc)
+///                    [--tls[=SECONDS]]  (what HTTPS costs per call: bench/tls_bench.cc)
 /// Latency runs: `taskset -c 0 berth_bench` (see docs/performance.md, "Method").
 /// Exits non-zero when any request failed or any reply was wrong (never on timing).
 
@@ -65,6 +66,7 @@
 #include "bench/lock_bench.h"
 #include "bench/queue_bench.h"
 #include "bench/sim_bench.h"
+#include "bench/tls_bench.h"
 #include "bench/transport_bench.h"
 #include "bench/loadgen.h"
 #include "core/clock.h"
@@ -139,6 +141,8 @@ struct Options {
   bool simulate_only = false; // --simulate: only the simulator section (issue 14)
   bool lock_only = false;     // --lock-hold: only the model-lock section (issue 15)
   bool transport_only = false;  // --transport: only the transport section (issue 16)
+  bool tls_only = false;        // --tls: only the HTTPS section (issue 16 point 7)
+  double tls_seconds = 0;       // --tls=SECONDS per row; 0: 5 (0.3 with --quick)
   double transport_seconds = 0; // --transport=SECONDS per phase; 0: 10 (0.5 with --quick)
   double lock_seconds = 0;    // --lock-hold=SECONDS per phase; 0: 5 (0.3 with --quick)
   std::string simulate_size;  // --simulate=NODExJOBS, e.g. 5000x50000
@@ -185,6 +189,9 @@ std::optional<Options> ParseArgs(int argc, char** argv) {
     } else if (ParseFlag(arg, "--lock-hold", &v)) {
       o.lock_only = true;
       if (!v.empty()) o.lock_seconds = std::stod(v);
+    } else if (ParseFlag(arg, "--tls", &v)) {
+      o.tls_only = true;
+      if (!v.empty()) o.tls_seconds = std::atof(v.c_str());
     } else if (arg == "--transport") {
       o.transport_only = true;
     } else if (ParseFlag(arg, "--transport", &v)) {
@@ -246,7 +253,7 @@ std::optional<Options> ParseArgs(int argc, char** argv) {
           "                   [--dump-replies=DIR] [--probe=KIND] [--probe-calls=20000]\n"
           "                   [--gangs] [--no-gangs] [--gang-sizes=8,64,512] [--gang-rounds=N]\n"
           "                   [--queues] [--simulate[=NODESxJOBS]] [--lock-hold[=SECONDS]]\n"
-          "                   [--transport[=SECONDS]]\n"
+          "                   [--transport[=SECONDS]] [--tls[=SECONDS]]\n"
           "                   [--gang-size=512]\n"
           "  probe kinds: noop filter prioritize noop-prioritize raw inproc-filter\n"
           "               inproc-prioritize inproc-reject inproc-filter-full inproc-prioritize-full\n"
@@ -2312,6 +2319,7 @@ int Main(int argc, char** argv) {
   if (o->simulate_only) return RunSimBench(o->quick, o->simulate_size);
   if (o->lock_only) return RunLockBench(o->quick, o->lock_seconds);
   if (o->transport_only) return RunTransportBench(o->quick, o->transport_seconds);
+  if (o->tls_only) return RunTlsBench(o->quick, o->tls_seconds);
   if (!o->probe.empty()) return RunProbe(*o);
   PrintEnvironment(*o);
   if (o->gangs_only) {

@@ -33,6 +33,7 @@
 #include <vector>
 
 #include "absl/strings/str_format.h"
+#include "bench/bench_service.h"
 #include "bench/cluster_profiles.h"
 #include "bench/loadgen.h"
 #include "core/clock.h"
@@ -60,11 +61,6 @@ constexpr int kEventsPerSecond = 1000;
 
 // The scheduler thread asks about pending pods 0..kVerbPods-1; the bind thread binds the others.
 constexpr int kVerbPods = 64;
-
-class AcceptingBinder final : public extender::BinderInterface {
- public:
-  absl::Status Bind(const core::Pod&, std::string_view) override { return absl::OkStatus(); }
-};
 
 /// Pending pod `j` of berth's (1 CPU, 2 GiB) in one of the profile's queues.
 core::Pod PendingPod(int j) {

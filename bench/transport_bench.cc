@@ -50,6 +50,7 @@
 #include <vector>
 
 #include "absl/strings/str_format.h"
+#include "bench/bench_service.h"
 #include "bench/cluster_profiles.h"
 #include "bench/loadgen.h"
 #include "core/clock.h"
@@ -497,11 +498,6 @@ void PrintRows(const std::vector<PhaseRow>& rows) {
   std::fflush(stdout);
 }
 
-class AcceptingBinder final : public extender::BinderInterface {
- public:
-  absl::Status Bind(const core::Pod&, std::string_view) override { return absl::OkStatus(); }
-};
-
 std::string PostRequest(std::string_view path, std::string_view body, std::string_view extra = "") {
   return StrCat("POST ", path, " HTTP/1.1\r\nHost: 127.0.0.1\r\nUser-Agent: Go-http-client/1.1\r\n",
                 "Content-Type: application/json\r\nAccept-Encoding: gzip\r\n", extra,
@@ -655,20 +651,8 @@ int RunTransportBench(bool quick, double seconds) {
   const AttackSpec attack = quick ? AttackSpec{.idle = 200, .slow = 20, .addresses = 10} : AttackSpec{};
   ClusterProfile p = Profile5k();
   if (quick) p.nodes = 300;
-  core::RealClock clock;
-  core::ClusterModel model(&clock);
-  LoadModel(p, &model);
-  absl::StatusOr<std::unique_ptr<policy::Pipeline>> pipeline =
-      policy::BuildDefaultRegistry().Build(policy::PolicyConfig{}, model.resources());
-  if (!pipeline.ok()) {
-    std::fprintf(stderr, "cannot build the pipeline: %s\n", pipeline.status().ToString().c_str());
-    return 2;
-  }
-  AcceptingBinder binder;
-  extender::ServiceOptions so;
-  so.mode = extender::Mode::kKubernetes;
-  extender::Service service(so, &model, *std::move(pipeline), &binder, &clock);
-  service.SetReady(true);
+  const std::unique_ptr<BenchService> served = MakeBenchService(p);
+  extender::Service& service = *served->service;
 
   // The two servers as `berth serve --listen ... --ops-listen ...` runs them.
   extender::HttpServer verbs(&service, extender::HttpServerOptions{.max_body_bytes = 64u << 20,
