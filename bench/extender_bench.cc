@@ -24,6 +24,7 @@
 ///                     --gang-size=512]
 ///                    [--lock-hold[=SECONDS]]  (the model's exclusive lock: bench/lock_bench.cc)
 ///                    [--transport[=SECONDS]]  (hostile clients, large bodies: bench/transport_bench.cc)
+///                    [--answers]  (bytes of the filter and prioritize answers: bench/answer_bench.cc)
 /// Latency runs: `taskset -c 0 berth_bench` (see docs/performance.md, "Method").
 /// Exits non-zero when any request failed or any reply was wrong (never on timing).
 
@@ -61,6 +62,7 @@
 
 #include "absl/strings/str_format.h"
 #include "absl/time/time.h"
+#include "bench/answer_bench.h"
 #include "bench/cluster_profiles.h"
 #include "bench/lock_bench.h"
 #include "bench/queue_bench.h"
@@ -139,6 +141,7 @@ struct Options {
   bool simulate_only = false; // --simulate: only the simulator section (issue 14)
   bool lock_only = false;     // --lock-hold: only the model-lock section (issue 15)
   bool transport_only = false;  // --transport: only the transport section (issue 16)
+  bool answers_only = false;    // --answers: only the answer-size section
   double transport_seconds = 0; // --transport=SECONDS per phase; 0: 10 (0.5 with --quick)
   double lock_seconds = 0;    // --lock-hold=SECONDS per phase; 0: 5 (0.3 with --quick)
   std::string simulate_size;  // --simulate=NODExJOBS, e.g. 5000x50000
@@ -185,6 +188,8 @@ std::optional<Options> ParseArgs(int argc, char** argv) {
     } else if (ParseFlag(arg, "--lock-hold", &v)) {
       o.lock_only = true;
       if (!v.empty()) o.lock_seconds = std::stod(v);
+    } else if (arg == "--answers") {
+      o.answers_only = true;
     } else if (arg == "--transport") {
       o.transport_only = true;
     } else if (ParseFlag(arg, "--transport", &v)) {
@@ -246,7 +251,7 @@ std::optional<Options> ParseArgs(int argc, char** argv) {
           "                   [--dump-replies=DIR] [--probe=KIND] [--probe-calls=20000]\n"
           "                   [--gangs] [--no-gangs] [--gang-sizes=8,64,512] [--gang-rounds=N]\n"
           "                   [--queues] [--simulate[=NODESxJOBS]] [--lock-hold[=SECONDS]]\n"
-          "                   [--transport[=SECONDS]]\n"
+          "                   [--transport[=SECONDS]] [--answers]\n"
           "                   [--gang-size=512]\n"
           "  probe kinds: noop filter prioritize noop-prioritize raw inproc-filter\n"
           "               inproc-prioritize inproc-reject inproc-filter-full inproc-prioritize-full\n"
@@ -2315,6 +2320,7 @@ int Main(int argc, char** argv) {
   if (o->simulate_only) return RunSimBench(o->quick, o->simulate_size);
   if (o->lock_only) return RunLockBench(o->quick, o->lock_seconds);
   if (o->transport_only) return RunTransportBench(o->quick, o->transport_seconds);
+  if (o->answers_only) return RunAnswerBench(o->quick);
   if (!o->probe.empty()) return RunProbe(*o);
   PrintEnvironment(*o);
   if (o->gangs_only) {
