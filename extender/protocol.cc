@@ -209,7 +209,7 @@ absl::StatusOr<PreemptionArgs> DecodePreemptionArgs(simdjson::dom::element root,
 // writer's per-token bookkeeping showed in profiles.
 
 std::string EncodeFilterResult(const ExtenderArgs& args,
-                               const std::vector<policy::NodeVerdict>& verdicts) {
+                               const std::vector<policy::NodeVerdict>& verdicts, AnswerForm form) {
   std::string out;
   size_t names_bytes = 0;
   for (std::string_view n : args.node_names) names_bytes += n.size() + 3;
@@ -242,7 +242,8 @@ std::string EncodeFilterResult(const ExtenderArgs& args,
       first = false;
       AppendJsonString(&out, args.node_names[i]);
       out.push_back(':');
-      AppendJsonString(&out, verdicts[i].message);
+      AppendJsonString(&out, form == AnswerForm::kShort ? policy::ReasonSummary(verdicts[i].reason)
+                                                         : std::string_view(verdicts[i].message));
     }
     out.push_back('}');
   }
@@ -251,7 +252,7 @@ std::string EncodeFilterResult(const ExtenderArgs& args,
 }
 
 std::string EncodePriorityList(const std::vector<std::string_view>& hosts,
-                               const std::vector<int64_t>& scores) {
+                               const std::vector<int64_t>& scores, AnswerForm form) {
   std::string out;
   size_t names_bytes = 0;
   for (std::string_view h : hosts) names_bytes += h.size() + 24;
@@ -260,8 +261,12 @@ std::string EncodePriorityList(const std::vector<std::string_view>& hosts,
   for (size_t i = 0; i < hosts.size(); ++i) {
     out.append(i == 0 ? R"({"Host":)" : R"(,{"Host":)");
     AppendJsonString(&out, hosts[i]);
-    out.append(R"(,"Score":)");
-    StrAppend(&out, scores[i]);
+    // Every host stays: kube-scheduler 1.35 and later break ties at random only between the
+    // hosts an extender named. A zero score is its decoder's default, so it is not written.
+    if (scores[i] != 0 || form == AnswerForm::kLong) {
+      out.append(R"(,"Score":)");
+      StrAppend(&out, scores[i]);
+    }
     out.push_back('}');
   }
   out.push_back(']');

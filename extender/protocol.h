@@ -9,6 +9,7 @@
 #include "absl/status/statusor.h"
 #include "core/objects.h"
 #include "core/resources.h"
+#include "extender/answer_form.h"
 #include "policy/verdict.h"
 #include "simdjson.h"
 
@@ -60,10 +61,12 @@ absl::StatusOr<PreemptionArgs> DecodePreemptionArgs(simdjson::dom::element root,
 /// ExtenderFilterResult in the form of the question: `NodeNames` for names, `Nodes` (the passing
 /// node objects copied from the request) for full objects.
 std::string EncodeFilterResult(const ExtenderArgs& args,
-                               const std::vector<policy::NodeVerdict>& verdicts);
-/// HostPriorityList: a bare array of {"Host", "Score"} with integer scores.
+                               const std::vector<policy::NodeVerdict>& verdicts,
+                               AnswerForm form = AnswerForm::kShort);
+/// HostPriorityList: a bare array with one {"Host", "Score"} per host, in order, integer scores.
 std::string EncodePriorityList(const std::vector<std::string_view>& hosts,
-                               const std::vector<int64_t>& scores);
+                               const std::vector<int64_t>& scores,
+                               AnswerForm form = AnswerForm::kShort);
 /// ExtenderBindingResult.
 std::string EncodeBindingResult(std::string_view error);
 /// ExtenderPreemptionResult: always `NodeNameToMetaVictims`.

@@ -226,8 +226,8 @@ Reply Service::Observed(VerbKind verb, Fn&& fn) {
   return r;
 }
 
-Reply Service::Filter(std::string_view body) {
-  return Observed(VerbKind::kFilter, [&] { return FilterVerb(body); });
+Reply Service::Filter(std::string_view body, std::vector<policy::NodeVerdict>* verdicts) {
+  return Observed(VerbKind::kFilter, [&] { return FilterVerb(body, verdicts); });
 }
 Reply Service::Prioritize(std::string_view body) {
   return Observed(VerbKind::kPrioritize, [&] { return PrioritizeVerb(body); });
@@ -275,7 +275,7 @@ void Service::Learn(const core::Pod& pod, std::vector<core::NodeUpsert> nodes) {
   }
 }
 
-Reply Service::FilterVerb(std::string_view body) {
+Reply Service::FilterVerb(std::string_view body, std::vector<policy::NodeVerdict>* verdicts_out) {
   ParsedBody parsed;
   if (absl::Status s = parsed.Parse(body); !s.ok()) return VerbErrorReply(400, ToStd(s.message()));
   absl::StatusOr<ExtenderArgs> args = DecodeExtenderArgs(parsed.root(), model_->resources());
@@ -323,7 +323,9 @@ Reply Service::FilterVerb(std::string_view body) {
                   verdicts.size(), verdicts.size() - static_cast<size_t>(rejected),
                   summary.empty() ? "-" : summary);
   }
-  return Reply{.status = 200, .body = EncodeFilterResult(*args, verdicts)};
+  Reply reply{.status = 200, .body = EncodeFilterResult(*args, verdicts, options_.answers)};
+  if (verdicts_out != nullptr) *verdicts_out = verdicts;
+  return reply;
 }
 
 int Service::Housekeeping() {
@@ -344,7 +346,7 @@ Reply Service::PrioritizeVerb(std::string_view body) {
                                        : args->node_names[static_cast<size_t>(best - scores.begin())],
                   best == scores.end() ? 0 : *best);
   }
-  return Reply{.status = 200, .body = EncodePriorityList(args->node_names, scores)};
+  return Reply{.status = 200, .body = EncodePriorityList(args->node_names, scores, options_.answers)};
 }
 
 /// How long a Kubernetes-mode bind waits for a pod berth's watch has not delivered yet.

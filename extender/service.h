@@ -15,6 +15,7 @@
 #include "absl/time/time.h"
 #include "core/clock.h"
 #include "core/cluster_model.h"
+#include "extender/answer_form.h"
 #include "extender/intents.h"
 #include "extender/metrics.h"
 #include "nlohmann/json_fwd.hpp"
@@ -131,6 +132,9 @@ struct ServiceOptions {
   PodEventOptions pod_events;
   /// Retries of evictions, nudges and Events that failed (extender/intents.h).
   IntentOptions intents;
+  /// How filter and prioritize answers are written; kLong only where a bench or a test compares
+  /// with berth's earlier answers.
+  AnswerForm answers = AnswerForm::kShort;
   std::string version = "0.0.0";
   std::string git_commit = "unknown";
   std::string build_type = "unknown";
@@ -162,7 +166,10 @@ class Service {
 
   // Extender verbs (SPEC 3.1). Undecodable input: 400 with {"Error": "..."}. Each call is
   // counted and timed (GET /metrics).
-  Reply Filter(std::string_view body);
+  /// \param verdicts when given, receives the verdict of each node asked about, in the order of
+  /// the question: the messages behind the answer's short reasons (/debug/explain and berth's
+  /// Events give them too).
+  Reply Filter(std::string_view body, std::vector<policy::NodeVerdict>* verdicts = nullptr);
   Reply Prioritize(std::string_view body);
   Reply Bind(std::string_view body);
   Reply Preempt(std::string_view body);
@@ -240,7 +247,7 @@ class Service {
   core::ClusterModel& model() { return *model_; }
 
  private:
-  Reply FilterVerb(std::string_view body);
+  Reply FilterVerb(std::string_view body, std::vector<policy::NodeVerdict>* verdicts_out);
   Reply PrioritizeVerb(std::string_view body);
   Reply BindVerb(std::string_view body);
   Reply PreemptVerb(std::string_view body);

@@ -12,7 +12,8 @@ namespace berth::policy {
 enum class Fit : uint8_t { kFit, kUnschedulable, kUnresolvable };
 
 /// Stable reason codes. They are part of berth's interface (metrics labels, /debug/explain), so a
-/// code is never renamed; new ones are appended.
+/// code is never renamed; new ones are appended, with their row in verdict.cc's table (whose
+/// compile-time check names the last one).
 enum class Reason : uint8_t {
   kNone,
   kUnknownNode,           ///< the node is not in berth's model
@@ -50,12 +51,18 @@ enum class Reason : uint8_t {
 
 std::string_view ReasonCode(Reason reason);
 
+/// The short text kube-scheduler gets for a rejected node: one per reason, the same on every
+/// node, so its FailedScheduling event counts nodes by reason ("0/2000 nodes are available: 1500
+/// berth: insufficient free resources, ..."). The pod's own numbers are in the verdict's message.
+std::string_view ReasonSummary(Reason reason);
+
 /// The verdict of one node for one pod.
 struct NodeVerdict {
   Fit fit = Fit::kFit;
   Reason reason = Reason::kNone;
-  /// Node-independent text, so kube-scheduler's event groups identical reasons
-  /// ("0/40 nodes are available: 12 berth: insufficient nvidia.com/gpu (pod requests 2)").
+  /// What holds the pod back, for people: /debug/explain, berth's Events about waiting pods,
+  /// logs ("berth: insufficient nvidia.com/gpu (pod requests 2 nvidia.com/gpu)"). The same on
+  /// every node where it can be; kube-scheduler gets ReasonSummary(reason) instead.
   std::string message;
   /// Node-specific numbers for people ("free 1, allocatable 4, in-flight binds 1: short by 1").
   std::string detail;

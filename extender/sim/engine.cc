@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "core/cluster_model.h"
 #include "core/placement.h"
 #include "core/quantity.h"
@@ -22,6 +23,7 @@
 #include "extender/json.h"
 #include "extender/k8s_codec.h"
 #include "extender/service.h"
+#include "extender/sim/answers.h"
 #include "nlohmann/json.hpp"
 #include "policy/gang/gang.h"
 #include "policy/pools/pools.h"
@@ -375,8 +377,10 @@ absl::Status World::Init() {
     if (!pipeline.ok()) return absl::InvalidArgumentError(StrCat("policies: ", pipeline.status().message()));
     // Kubernetes mode: the model learns only from the cluster's events, binds go to the API
     // server, and housekeeping reclaims for pods kube-scheduler does not bring to filter.
-    service_ = std::make_unique<Service>(ServiceOptionsFor(o_.config, Mode::kKubernetes), model_.get(),
-                                         *std::move(pipeline), &binder_, &clock_);
+    ServiceOptions options = ServiceOptionsFor(o_.config, Mode::kKubernetes);
+    options.answers = o_.answers;
+    service_ = std::make_unique<Service>(std::move(options), model_.get(), *std::move(pipeline),
+                                         &binder_, &clock_);
     service_->SetEvictor(&evictor_);
     service_->SetNudger(&nudger_);
     service_->SetReady(true);
@@ -1131,9 +1135,10 @@ void World::ScheduleOne(int p) {
     ++metrics_.verb_calls[std::string(verb)];
     return r;
   };
-  // kube-scheduler's reading of a filter answer (extender.go): an error, a non-200 answer or a
-  // name it did not ask about fail the attempt; `NodeNames` pass; `FailedNodes` (not also
-  // unresolvable) may be helped by preemption.
+  // kube-scheduler's reading of a filter answer (answers.h): an error, a non-200 answer or a
+  // name it did not ask about fail the attempt; `NodeNames` pass. When none passes, preemption
+  // may help on every node asked about but those in FailedAndUnresolvableNodes: in 1.26 a node
+  // the answer names nowhere has no status, which preemption does not count as unresolvable.
   // The last filter body, which prioritize reuses when berth passed every node it was asked about.
   std::string last_body;
   std::vector<int> last_body_nodes;
@@ -1142,30 +1147,29 @@ void World::ScheduleOne(int p) {
     last_body = FilterBody(pods_[static_cast<size_t>(p)], nodes);
     last_body_nodes = nodes;
     Reply r = timed("filter", [&] { return service_->Filter(last_body); });
-    bool ok = r.status == 200;
-    absl::StatusOr<simdjson::dom::element> el = ok ? ParseReused(r.body) : absl::StatusOr<simdjson::dom::element>();
-    simdjson::dom::object obj;
-    std::string_view err;
-    ok = ok && el.ok() && el->get(obj) == simdjson::SUCCESS &&
-         !(obj["Error"].get(err) == simdjson::SUCCESS && !err.empty());
-    simdjson::dom::array names;
-    if (ok && obj["NodeNames"].get(names) == simdjson::SUCCESS) {
+    absl::StatusOr<FilterAnswer> answer = absl::UnknownError("not read");
+    if (r.status == 200) {
+      if (absl::StatusOr<simdjson::dom::element> el = ParseReused(r.body); el.ok()) {
+        answer = ReadFilterAnswer(*el);
+      }
+    }
+    bool ok = answer.ok() && answer->error.empty();
+    if (ok && answer->names_given) {
       size_t from = 0;
-      for (simdjson::dom::element n : names) {
-        std::string_view name;
-        const int node = n.get(name) == simdjson::SUCCESS ? AskedNode(nodes, name, &from) : -1;
-        if (node < 0) { ok = false; break; }
+      for (std::string_view name : answer->names) {
+        const int node = AskedNode(nodes, name, &from);
+        if (node < 0) {
+          ok = false;
+          break;
+        }
         pass->push_back(node);
       }
     }
-    simdjson::dom::object failed_map, unresolvable;
-    if (ok && pass->empty() && obj["FailedNodes"].get(failed_map) == simdjson::SUCCESS) {
-      const bool has_unresolvable = obj["FailedAndUnresolvableNodes"].get(unresolvable) == simdjson::SUCCESS;
-      size_t from = 0;
-      for (auto field : failed_map) {
-        std::string_view ignored;
-        if (has_unresolvable && unresolvable[field.key].get(ignored) == simdjson::SUCCESS) continue;
-        if (const int node = AskedNode(nodes, field.key, &from); node >= 0) failed->push_back(node);
+    if (ok && pass->empty()) {
+      const absl::flat_hash_set<std::string_view> unresolvable(answer->unresolvable.begin(),
+                                                               answer->unresolvable.end());
+      for (int n : nodes) {
+        if (!unresolvable.contains(nodes_[static_cast<size_t>(n)].node.name)) failed->push_back(n);
       }
     }
     CarryOutIntents();
@@ -1233,18 +1237,20 @@ void World::ScheduleOne(int p) {
       if (berth_) {
         if (last_body_nodes != feasible) last_body = FilterBody(pods_[static_cast<size_t>(p)], feasible);
         Reply r = timed("prioritize", [&] { return service_->Prioritize(last_body); });
-        absl::StatusOr<simdjson::dom::element> el = ParseReused(r.body);
-        simdjson::dom::array arr;
-        if (r.status == 200 && el.ok() && el->get(arr) == simdjson::SUCCESS) {
-          // Hosts kube-scheduler did not ask about are ignored; a host named twice adds twice.
-          size_t from = 0;
-          for (simdjson::dom::element e : arr) {
-            std::string_view host;
-            int64_t score = 0;
-            if (e["Host"].get(host) != simdjson::SUCCESS || e["Score"].get(score) != simdjson::SUCCESS) continue;
-            const int node = AskedNode(feasible, host, &from);
-            if (node < 0) continue;
-            total[from - 1] += score * o_.extender_weight * 10;
+        absl::StatusOr<std::vector<HostScore>> list = absl::UnknownError("not read");
+        if (r.status == 200) {
+          if (absl::StatusOr<simdjson::dom::element> el = ParseReused(r.body); el.ok()) {
+            list = ReadPriorityList(*el);
+          }
+        }
+        if (list.ok()) {
+          std::vector<std::string_view> names;
+          names.reserve(feasible.size());
+          for (int n : feasible) names.push_back(nodes_[static_cast<size_t>(n)].node.name);
+          const std::vector<int64_t> scores = ExtenderScores(*list, names, o_.extender_weight);
+          // Go's int64 sums wrap; so do these, whatever an answer holds.
+          for (size_t i = 0; i < feasible.size(); ++i) {
+            total[i] = static_cast<int64_t>(static_cast<uint64_t>(total[i]) + static_cast<uint64_t>(scores[i]));
           }
         }  // a prioritize error is ignored, as kube-scheduler ignores it
       }

@@ -11,6 +11,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "extender/answer_form.h"
 #include "extender/config.h"
 #include "extender/sim/result.h"
 #include "extender/sim/workload.h"
@@ -56,6 +57,8 @@ struct SimOptions {
   /// Stop here even if work remains (0: run until every job has finished or nothing can move).
   absl::Duration max_time = absl::ZeroDuration();
   bool run_baseline = true;
+  /// How berth writes its answers; kLong only to compare with its earlier answers (tests).
+  AnswerForm answers = AnswerForm::kShort;
   std::set<std::string, std::less<>> break_rules;
 };
 

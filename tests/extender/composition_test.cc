@@ -62,9 +62,7 @@ Json Group(const std::string& gang, int min) {
 // Every reason the answer gives, one per line, for INFO.
 std::string Reasons(const Verdicts& v) {
   std::string out;
-  for (const auto* m : {&v.failed, &v.unresolvable}) {
-    for (const auto& [node, why] : *m) StrAppend(&out, node, ": ", why, "\n");
-  }
+  for (const auto& [node, why] : v.messages) StrAppend(&out, node, ": ", why, "\n");
   return out;
 }
 

@@ -62,8 +62,8 @@ std::string FilterAndBind(Harness& h, const MakePod& pod, const std::vector<std:
 }
 
 std::string AnyReason(const Verdicts& v) {
-  return v.unresolvable.empty() ? (v.failed.empty() ? "" : v.failed.begin()->second)
-                                : v.unresolvable.begin()->second;
+  return v.unresolvable.empty() ? (v.failed.empty() ? "" : v.Why(v.failed.begin()->first))
+                                : v.Why(v.unresolvable.begin()->first);
 }
 
 policy::PolicyConfig WithGangs(std::function<void(policy::GangConfig&)> edit) {
@@ -618,8 +618,7 @@ TEST_CASE("topology: prioritize follows the plan", "[gang][topology]") {
   const std::string first = FilterAndBind(h, job[0], nodes);
   const std::string reserved = FilterPod(h, job[1], nodes).fit.at(0);
   const Json scores = h.Prioritize(ArgsNames(job[1].Obj(), nodes));
-  std::map<std::string, int64_t> s;
-  for (const Json& hp : scores) s[hp["Host"]] = hp["Score"];
+  std::map<std::string, int64_t> s = ScoresOf(scores);
   INFO(scores.dump());
   for (const std::string& n : nodes) {
     if (n != reserved) CHECK(s[reserved] > s[n]);

@@ -38,6 +38,7 @@
 #include "nlohmann/json.hpp"
 #include "tests/testing/builders.h"
 #include "tests/testing/harness.h"
+#include "tests/testing/verbs.h"
 
 namespace berth::extender {
 namespace {
@@ -50,6 +51,7 @@ using berth::testing::Json;
 using berth::testing::MakeNode;
 using berth::testing::MakePod;
 using berth::testing::PreemptArgsMeta;
+using berth::testing::ScoresOf;
 using Clock = std::chrono::steady_clock;
 
 double MillisSince(Clock::time_point start) {
@@ -352,11 +354,10 @@ TEST_CASE("http: extender verbs answer 200 with the protocol's JSON under any ur
       INFO(prio.dump());
       REQUIRE(prio.is_array());
       REQUIRE(prio.size() == 2);
-      for (const Json& hp : prio) {
-        CHECK((hp["Host"] == "n1" || hp["Host"] == "n2"));
-        REQUIRE(hp["Score"].is_number_integer());
-        CHECK(hp["Score"].get<int64_t>() >= 0);
-        CHECK(hp["Score"].get<int64_t>() <= 10);
+      for (const auto& [host, score] : ScoresOf(prio)) {
+        CHECK((host == "n1" || host == "n2"));
+        CHECK(score >= 0);
+        CHECK(score <= 10);
       }
 
       Json bind = Expect(MustRequest(c, "POST", prefix + "/bind", BindArgs(pod, "n1").dump()), 200);

@@ -45,11 +45,7 @@ Json GpuNode(const std::string& name, const std::string& pool) {
 // Node -> score of a prioritize call.
 std::map<std::string, int64_t> Scores(Harness& h, const MakePod& pod,
                                       const std::vector<std::string>& nodes) {
-  std::map<std::string, int64_t> out;
-  for (const Json& e : h.Prioritize(ArgsNames(pod.Obj(), nodes))) {
-    out[e["Host"].get<std::string>()] = e["Score"].get<int64_t>();
-  }
-  return out;
+  return ScoresOf(h.Prioritize(ArgsNames(pod.Obj(), nodes)));
 }
 
 // The nodes a preempt call keeps.

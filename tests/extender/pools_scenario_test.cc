@@ -2,6 +2,7 @@
 // in /debug/pods, preemption rules, the pool statistics of /debug/pools, and room that counts
 // only on nodes the pod may go to (nodeSelector, taints).
 
+#include <algorithm>
 #include <map>
 #include <string>
 
@@ -226,18 +227,25 @@ TEST_CASE("pools: preemption follows pool rules", "[pools]") {
 
 
 // Filter verdicts by node: "fit", or the reason of a failed or unresolvable node.
+/// node -> "fit", or the message of the verdict that rejects it (the answer carries its
+/// reason's summary).
 std::map<std::string, std::string> FilterVerdicts(Harness& h, const Json& pod,
                                                   const std::vector<std::string>& nodes) {
-  const Json r = h.Filter(ArgsNames(pod, nodes));
+  std::vector<policy::NodeVerdict> verdicts;
+  const Json r = h.Filter(ArgsNames(pod, nodes), &verdicts);
   INFO("filter reply: " << r.dump());
   REQUIRE((!r.contains("Error") || r["Error"].is_null() || r["Error"] == ""));
+  REQUIRE(verdicts.size() == nodes.size());
   std::map<std::string, std::string> out;
-  if (r.contains("NodeNames") && r["NodeNames"].is_array()) {
-    for (const Json& n : r["NodeNames"]) out[n.get<std::string>()] = "fit";
-  }
-  for (const char* key : {"FailedNodes", "FailedAndUnresolvableNodes"}) {
-    if (!r.contains(key) || !r[key].is_object()) continue;
-    for (const auto& [n, why] : r[key].items()) out[n] = why.get<std::string>();
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    if (verdicts[i].ok()) {
+      CHECK(std::count(r["NodeNames"].begin(), r["NodeNames"].end(), Json(nodes[i])) == 1);
+      out[nodes[i]] = "fit";
+      continue;
+    }
+    const bool unresolvable = verdicts[i].fit == policy::Fit::kUnresolvable;
+    CHECK(r[unresolvable ? "FailedAndUnresolvableNodes" : "FailedNodes"].contains(nodes[i]));
+    out[nodes[i]] = verdicts[i].message;
   }
   return out;
 }

@@ -57,12 +57,15 @@ TEST_CASE("a pod requesting a resource no node offers is unresolvable everywhere
   Harness h;
   h.Apply(Event("ADDED", MakeNode("n1").Cpu("8").Memory("16Gi").Gpu(2).Obj()));
   const size_t names = NameCount(h);
-  const auto r = h.Filter(ArgsNames(
-      MakePod("fpga").Cpu("1").Request("example.com/fpga", "2").Obj(), {"n1"}));
+  std::vector<policy::NodeVerdict> v;
+  const auto r = h.Filter(
+      ArgsNames(MakePod("fpga").Cpu("1").Request("example.com/fpga", "2").Obj(), {"n1"}), &v);
   INFO(r.dump());
   CHECK(r["NodeNames"].empty());
   REQUIRE(r["FailedAndUnresolvableNodes"].contains("n1"));
-  CHECK(r["FailedAndUnresolvableNodes"]["n1"] == "berth: no node offers example.com/fpga");
+  CHECK(r["FailedAndUnresolvableNodes"]["n1"] == "berth: requested resource not offered");
+  REQUIRE(v.size() == 1);
+  CHECK(v[0].message == "berth: no node offers example.com/fpga");
   CHECK(NameCount(h) == names);
 }
 

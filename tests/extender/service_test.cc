@@ -171,16 +171,21 @@ TEST_CASE("service: a pod too big for a node is rejected there with a reason and
   const MakePod pod = MakePod("train").Cpu("1").Gpu(4);
 
   SECTION("name mode") {
-    const Json r = h.Filter(ArgsNames(pod.Obj(), {"small", "big", "busy"}));
+    std::vector<policy::NodeVerdict> v;
+    const Json r = h.Filter(ArgsNames(pod.Obj(), {"small", "big", "busy"}), &v);
     CHECK(r["NodeNames"] == Json::array({"big"}));
     CHECK(r["Nodes"].is_null());
     // 4 GPUs > small's 2 allocatable: evicting pods cannot help.
     CHECK(Keys(r["FailedAndUnresolvableNodes"]) == std::set<std::string>{"small"});
-    CHECK(Contains(r["FailedAndUnresolvableNodes"]["small"].get<std::string>(), "nvidia.com/gpu"));
+    CHECK(r["FailedAndUnresolvableNodes"]["small"] == "berth: node too small for the pod");
     // busy has 8 but only 2 free: preemption may help.
     CHECK(Keys(r["FailedNodes"]) == std::set<std::string>{"busy"});
-    CHECK(Contains(r["FailedNodes"]["busy"].get<std::string>(), "insufficient nvidia.com/gpu"));
+    CHECK(r["FailedNodes"]["busy"] == "berth: insufficient free resources");
     CHECK(r["Error"] == "");
+    // The verdicts behind the answer name the resource.
+    REQUIRE(v.size() == 3);
+    CHECK(Contains(v[0].message, "nvidia.com/gpu"));
+    CHECK(Contains(v[2].message, "insufficient nvidia.com/gpu"));
   }
   SECTION("full-object mode") {
     const Json r = h.Filter(ArgsNodes(pod.Obj(), {small.Obj(), big.Obj(), busy.Obj()}));
@@ -191,10 +196,13 @@ TEST_CASE("service: a pod too big for a node is rejected there with a reason and
     CHECK(Keys(r["FailedNodes"]) == std::set<std::string>{"busy"});
   }
   SECTION("memory above allocatable is named") {
-    const Json r = h.Filter(ArgsNames(MakePod("mem").Memory("48Gi").Obj(), {"small", "big"}));
+    std::vector<policy::NodeVerdict> v;
+    const Json r = h.Filter(ArgsNames(MakePod("mem").Memory("48Gi").Obj(), {"small", "big"}), &v);
     CHECK(r["NodeNames"] == Json::array({"big"}));
-    CHECK(Contains(r["FailedAndUnresolvableNodes"]["small"].get<std::string>(), "memory"));
+    CHECK(r["FailedAndUnresolvableNodes"]["small"] == "berth: node too small for the pod");
     CHECK(r["FailedNodes"] == Json::object());
+    REQUIRE(v.size() == 2);
+    CHECK(Contains(v[0].message, "memory"));
   }
 }
 
@@ -228,7 +236,7 @@ TEST_CASE("service: after Bind the next filter sees the room held before any con
   // 3 GPUs no longer fit (4 allocatable, 2 held): FailedNodes, as preemption could help.
   Json r = k.Filter(ArgsNames(b.Obj(), {"gpu-a"}));
   CHECK(r["NodeNames"] == Json::array());
-  CHECK(Contains(r["FailedNodes"]["gpu-a"].get<std::string>(), "nvidia.com/gpu"));
+  CHECK(r["FailedNodes"]["gpu-a"] == "berth: insufficient free resources");
   // Exactly the remaining 2 fit.
   CHECK(k.Filter(ArgsNames(c.Obj(), {"gpu-a"}))["NodeNames"] == Json::array({"gpu-a"}));
 

@@ -34,7 +34,10 @@ nlohmann::json Ok(const extender::Reply& r) {
 }  // namespace
 
 nlohmann::json Harness::Apply(const nlohmann::json& events) { return Ok(service_->Events(events.dump())); }
-nlohmann::json Harness::Filter(const nlohmann::json& args) { return Ok(service_->Filter(args.dump())); }
+nlohmann::json Harness::Filter(const nlohmann::json& args,
+                               std::vector<policy::NodeVerdict>* verdicts) {
+  return Ok(service_->Filter(args.dump(), verdicts));
+}
 nlohmann::json Harness::Prioritize(const nlohmann::json& args) {
   return Ok(service_->Prioritize(args.dump()));
 }

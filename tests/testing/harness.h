@@ -5,6 +5,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "core/clock.h"
 #include "core/cluster_model.h"
@@ -26,7 +27,9 @@ class Harness {
   /// POSTs watch events; REQUIREs a 200.
   nlohmann::json Apply(const nlohmann::json& events);
   /// Verb calls with a JSON body; REQUIRE a 200 and valid JSON, return the decoded reply.
-  nlohmann::json Filter(const nlohmann::json& args);
+  /// `verdicts`: as Service::Filter, the verdicts behind the answer (their messages).
+  nlohmann::json Filter(const nlohmann::json& args,
+                        std::vector<policy::NodeVerdict>* verdicts = nullptr);
   nlohmann::json Prioritize(const nlohmann::json& args);
   nlohmann::json Bind(const nlohmann::json& args);
   nlohmann::json Preempt(const nlohmann::json& args);

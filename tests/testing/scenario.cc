@@ -2,7 +2,10 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+
 #include "tests/testing/harness.h"
+#include "tests/testing/verbs.h"
 
 namespace berth::testing {
 namespace {
@@ -27,9 +30,11 @@ void RunStep(Harness& h, const FilterStep& s) {
   } else {
     args = ArgsNames(s.pod.Obj(), s.nodes);
   }
-  const Json r = h.Filter(args);
+  std::vector<policy::NodeVerdict> verdicts;
+  const Json r = h.Filter(args, &verdicts);
   INFO("filter reply: " << r.dump());
   REQUIRE(r["Error"] == "");
+  REQUIRE(verdicts.size() == s.nodes.size());
   for (const NodeExpect& e : s.expect) {
     INFO("node " << e.node << " expected " << Describe(e.verdict));
     bool passed = false;
@@ -43,11 +48,14 @@ void RunStep(Harness& h, const FilterStep& s) {
     CHECK(passed == (e.verdict == Expect::kFit));
     CHECK(failed == (e.verdict == Expect::kFailed));
     CHECK(unresolvable == (e.verdict == Expect::kUnresolvable));
-    if (!e.contains.empty()) {
-      const Json& map = failed ? r["FailedNodes"] : r["FailedAndUnresolvableNodes"];
-      REQUIRE(map.contains(e.node));
-      CHECK_THAT(map[e.node].get<std::string>(), Catch::Matchers::Contains(e.contains));
-    }
+    if (!failed && !unresolvable) continue;
+    // The answer carries the reason's summary; the verdict's message says more.
+    const auto at = std::find(s.nodes.begin(), s.nodes.end(), e.node);
+    REQUIRE(at != s.nodes.end());
+    const policy::NodeVerdict& v = verdicts[static_cast<size_t>(at - s.nodes.begin())];
+    const Json& map = failed ? r["FailedNodes"] : r["FailedAndUnresolvableNodes"];
+    CHECK(map[e.node] == policy::ReasonSummary(v.reason));
+    if (!e.contains.empty()) CHECK_THAT(v.message, Catch::Matchers::Contains(e.contains));
   }
 }
 
@@ -55,8 +63,7 @@ void RunStep(Harness& h, const PrioritizeStep& s) {
   const Json r = h.Prioritize(ArgsNames(s.pod.Obj(), s.nodes));
   INFO("prioritize reply: " << r.dump());
   REQUIRE(r.is_array());
-  std::map<std::string, int> score;
-  for (const Json& e : r) score[e["Host"]] = e["Score"].get<int>();
+  const std::map<std::string, int64_t> score = ScoresOf(r);
   for (size_t i = 0; i + 1 < s.ranking.size(); ++i) {
     INFO(s.ranking[i] << " must score above " << s.ranking[i + 1]);
     CHECK(score.at(s.ranking[i]) > score.at(s.ranking[i + 1]));

@@ -18,7 +18,8 @@ namespace berth::testing {
 
 enum class Expect { kFit, kFailed, kUnresolvable };
 
-/// What one node's filter verdict must be; `contains` (if set) must appear in the message.
+/// What one node's filter verdict must be; `contains` (if set) must appear in the verdict's
+/// message (the answer carries the reason's summary, which is checked too).
 struct NodeExpect {
   std::string node;
   Expect verdict;

@@ -5,15 +5,16 @@
 namespace berth::testing {
 
 std::string Verdicts::Why(const std::string& node) const {
-  if (auto it = unresolvable.find(node); it != unresolvable.end()) return it->second;
-  if (auto it = failed.find(node); it != failed.end()) return it->second;
-  return "";
+  auto it = messages.find(node);
+  return it == messages.end() ? "" : it->second;
 }
 
 Verdicts FilterPod(Harness& h, const MakePod& pod, const std::vector<std::string>& nodes) {
-  const Json r = h.Filter(ArgsNames(pod.Obj(), nodes));
+  std::vector<policy::NodeVerdict> verdicts;
+  const Json r = h.Filter(ArgsNames(pod.Obj(), nodes), &verdicts);
   INFO("filter reply: " << r.dump());
   REQUIRE((!r.contains("Error") || r["Error"].is_null() || r["Error"] == ""));
+  REQUIRE(verdicts.size() == nodes.size());
   Verdicts v;
   if (r.contains("NodeNames") && r["NodeNames"].is_array()) {
     for (const Json& n : r["NodeNames"]) v.fit.push_back(n.get<std::string>());
@@ -26,7 +27,29 @@ Verdicts FilterPod(Harness& h, const MakePod& pod, const std::vector<std::string
       v.unresolvable[n] = why.get<std::string>();
     }
   }
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    if (verdicts[i].ok()) continue;
+    INFO("node " << nodes[i] << ": " << verdicts[i].message);
+    v.messages[nodes[i]] = verdicts[i].message;
+    const auto& written = verdicts[i].fit == policy::Fit::kUnresolvable ? v.unresolvable : v.failed;
+    const auto it = written.find(nodes[i]);
+    REQUIRE(it != written.end());
+    CHECK(it->second == policy::ReasonSummary(verdicts[i].reason));
+  }
   return v;
+}
+
+std::map<std::string, int64_t> ScoresOf(const Json& answer) {
+  INFO("prioritize answer: " << answer.dump());
+  REQUIRE(answer.is_array());
+  std::map<std::string, int64_t> out;
+  for (const Json& e : answer) {
+    REQUIRE(e.is_object());
+    REQUIRE(e.contains("Host"));
+    REQUIRE(e["Host"].is_string());
+    out[e["Host"].get<std::string>()] = e.value("Score", int64_t{0});
+  }
+  return out;
 }
 
 Verdicts FilterSettled(Harness& h, const MakePod& pod, const std::vector<std::string>& nodes) {

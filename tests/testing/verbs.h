@@ -14,20 +14,28 @@ namespace berth::testing {
 
 /// A filter answer, node by node.
 struct Verdicts {
-  /// The reason given for `node`, fit or not ("" when it fits or was not asked about).
+  /// What berth says of a node it rejects: the verdict's message, which /debug/explain and
+  /// berth's Events give ("" when it fits or was not asked about). The answer itself carries
+  /// only the reason's short summary (`failed`, `unresolvable`).
   std::string Why(const std::string& node) const;
   std::vector<std::string> fit;
-  std::map<std::string, std::string> failed;        // FailedNodes
-  std::map<std::string, std::string> unresolvable;  // FailedAndUnresolvableNodes
+  std::map<std::string, std::string> failed;        // FailedNodes, as written
+  std::map<std::string, std::string> unresolvable;  // FailedAndUnresolvableNodes, as written
+  std::map<std::string, std::string> messages;      // rejected node -> its verdict's message
 };
 
-/// POST /filter for `pod` over node names; REQUIREs an answer without Error.
+/// POST /filter for `pod` over node names; REQUIREs an answer without Error, and CHECKs that the
+/// answer gives each rejected node its reason's summary (policy::ReasonSummary).
 Verdicts FilterPod(Harness& h, const MakePod& pod, const std::vector<std::string>& nodes);
 
 /// FilterPod as kube-scheduler retries it while berth's side effects land: after each answer the
 /// intents it recorded (a reclaim's evictions) are carried out, and the pod is filtered again,
 /// until an answer records none (at most a few rounds). \return the last answer.
 Verdicts FilterSettled(Harness& h, const MakePod& pod, const std::vector<std::string>& nodes);
+
+/// host -> score of a prioritize answer, read as kube-scheduler reads it: an entry written
+/// without "Score" scored 0. REQUIREs an array of objects with string hosts.
+std::map<std::string, int64_t> ScoresOf(const Json& answer);
 
 /// POST /bind; CHECKs that it succeeded.
 void BindOk(Harness& h, const MakePod& pod, const std::string& node);
