@@ -145,7 +145,8 @@ absl::Status ParseKubernetes(const Settings& obj, Config* c) {
 
 /// The "events" section: how often Events about waiting pods are written.
 absl::Status ParseEvents(const Settings& obj, Config* c) {
-  if (auto s = CheckKeys(obj, {"repeatAfterSeconds", "minIntervalSeconds", "maxPerSecond"});
+  if (auto s = CheckKeys(obj, {"repeatAfterSeconds", "minIntervalSeconds", "maxPerSecond",
+                               "nudgesPerSecond"});
       !s.ok()) {
     return s;
   }
@@ -158,6 +159,9 @@ absl::Status ParseEvents(const Settings& obj, Config* c) {
   double per_second = c->events_max_per_second;
   if (auto s = policy::ReadNumber(obj, "maxPerSecond", 0, 10000, &per_second); !s.ok()) return s;
   c->events_max_per_second = static_cast<int>(per_second);
+  double nudges = c->nudges_per_second;
+  if (auto s = policy::ReadNumber(obj, "nudgesPerSecond", 1, 10000, &nudges); !s.ok()) return s;
+  c->nudges_per_second = static_cast<int>(nudges);
   return absl::OkStatus();
 }
 

@@ -63,6 +63,8 @@ struct Config {
   absl::Duration events_repeat_after = absl::Minutes(5);
   absl::Duration events_min_interval = absl::Seconds(10);
   int events_max_per_second = 20;
+  /// events.nudgesPerSecond: nudges of admitted pods per admission tick (NudgeOptions).
+  int nudges_per_second = 50;
 };
 
 /// Parses a configuration document. \param source names the file in errors.

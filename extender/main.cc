@@ -261,6 +261,7 @@ int Serve() {
     service.SetNudger(nudger.get());
     pod_events = std::make_unique<kube::KubePodEventSink>(&runtime->writer());
     service.SetPodEventSink(pod_events.get());
+    runtime->pool_status().set_metrics(&service.api_write_metrics());
   }
 
   if (!kubernetes) {

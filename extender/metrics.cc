@@ -237,6 +237,19 @@ void Metrics::Write(PromWriter& w) const {
   plain("berth_nudges_total",
         "Pods told to retry at once after their job was admitted (a pod annotation patch).",
         nudges);
+  w.Family("berth_pool_status_writes_total", "counter",
+           "Pool.status patches by result (ok, failed); a pool's status is written only when it "
+           "changed, at most every pools.statusIntervalSeconds.");
+  w.Sample("berth_pool_status_writes_total", {{"result", "ok"}},
+           static_cast<double>(api_writes.pool_status_written.load()));
+  w.Sample("berth_pool_status_writes_total", {{"result", "failed"}},
+           static_cast<double>(api_writes.pool_status_failed.load()));
+  plain("berth_nudges_not_needed_total",
+        "Admitted pods not patched because no filter answer of berth's held them back (kube-scheduler "
+        "has not parked them).",
+        nudges_not_needed);
+  plain("berth_nudges_deferred_total",
+        "Nudges left for a later admission tick by events.nudgesPerSecond.", nudges_deferred);
 }
 
 }  // namespace berth::extender

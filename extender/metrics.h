@@ -140,6 +140,13 @@ struct TransportMetrics {
   void Write(PromWriter& w) const;
 };
 
+/// Writes to the API server that are not a verb's answer (Kubernetes mode): Pool.status.
+/// Evictions, nudges and Events are counted as intents (berth_intents_total).
+struct ApiWriteMetrics {
+  std::atomic<uint64_t> pool_status_written{0};  ///< Pool status patches the server took
+  std::atomic<uint64_t> pool_status_failed{0};   ///< patches that failed (retried next pass)
+};
+
 /// The verbs kube-scheduler calls.
 enum class VerbKind : uint8_t { kFilter, kPrioritize, kBind, kPreempt };
 inline constexpr std::array<std::string_view, 4> kVerbNames = {"filter", "prioritize", "bind",
@@ -160,7 +167,10 @@ struct Metrics {
   std::atomic<uint64_t> gang_admissions{0};
   std::atomic<uint64_t> gang_timeouts{0};
   std::atomic<uint64_t> nudges{0};
+  std::atomic<uint64_t> nudges_not_needed{0};  ///< admitted pods never answered waiting: not patched
+  std::atomic<uint64_t> nudges_deferred{0};    ///< nudges left for a later tick (nudgesPerSecond)
   TransportMetrics transport;
+  ApiWriteMetrics api_writes;
 
   /// Writes every counter and histogram family.
   void Write(PromWriter& w) const;

@@ -105,7 +105,8 @@ ServiceOptions ServiceOptionsFor(const Config& config, Mode mode) {
                         .reclaim_timeout = config.policy.pools.reclaim_timeout,
                         .pod_events = {.repeat_after = config.events_repeat_after,
                                        .min_interval = config.events_min_interval,
-                                       .max_per_tick = config.events_max_per_second}};
+                                       .max_per_tick = config.events_max_per_second},
+                        .nudges = {.max_per_tick = config.nudges_per_second}};
 }
 
 Reply JsonReply(int status, const nlohmann::json& j) {
@@ -309,8 +310,9 @@ Reply Service::FilterVerb(std::string_view body, std::vector<policy::NodeVerdict
       ++it->second;
     }
   }
-  if (args->pod.scheduler_name == options_.scheduler_name && none_fit) {
-    NoteWaiting(args->pod, verdicts, reasons);
+  if (args->pod.scheduler_name == options_.scheduler_name) {
+    if (none_fit) NoteWaiting(args->pod, verdicts, reasons);
+    NoteAnswer(args->pod.uid.view(), none_fit);
   }
   if (spdlog::should_log(spdlog::level::debug)) {
     int rejected = 0;

@@ -10,6 +10,7 @@
 #include <string_view>
 #include <vector>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
@@ -110,9 +111,19 @@ struct PodEventOptions {
   int max_per_tick = 20;
 };
 
+/// Which pods the admission tick nudges (SPEC 6.4): only pods kube-scheduler holds back
+/// because berth's filter answered that no node fits; a pod admitted before kube-scheduler asked
+/// about it, or whose last answer fit, is never patched (one API write per scheduled pod: the
+/// binding).
+struct NudgeOptions {
+  /// At most this many nudges per admission tick (one second); the rest wait for the next.
+  int max_per_tick = 50;
+};
+
 /// What one admission tick recorded (the intent worker carries it out).
 struct AdmissionTickStats {
   int nudged = 0;   ///< pods to tell to retry
+  int deferred = 0; ///< nudges left for the next tick (max_per_tick)
   int evicted = 0;  ///< pods to evict for fair share
   int events = 0;   ///< Events to write about waiting pods
 };
@@ -130,6 +141,8 @@ struct ServiceOptions {
   absl::Duration reclaim_timeout = absl::Minutes(2);
   /// Events about waiting pods (Kubernetes mode, with a sink set).
   PodEventOptions pod_events;
+  /// Nudges of admitted pods (Kubernetes mode, with a nudger set).
+  NudgeOptions nudges;
   /// Retries of evictions, nudges and Events that failed (extender/intents.h).
   IntentOptions intents;
   /// How filter and prioritize answers are written; kLong only where a bench or a test compares
@@ -243,6 +256,8 @@ class Service {
   bool ready() const { return ready_.load(); }
   /// The HTTP servers' connection counters, exposed on GET /metrics with the rest.
   TransportMetrics& transport_metrics() const { return metrics_.transport; }
+  /// Counters of API writes made outside the verbs (kube::PoolStatusWriter's).
+  ApiWriteMetrics& api_write_metrics() const { return metrics_.api_writes; }
   const ServiceOptions& options() const { return options_; }
   core::ClusterModel& model() { return *model_; }
 
@@ -300,6 +315,13 @@ class Service {
   absl::Mutex nudge_mu_;
   std::set<std::string> admitted_at_last_tick_ ABSL_GUARDED_BY(nudge_mu_);
   std::vector<std::pair<std::string, std::string>> pending_nudges_ ABSL_GUARDED_BY(nudge_mu_);
+  /// berth's pods whose latest filter answer fit no node: kube-scheduler parked them (or backs
+  /// them off), so only they need a nudge. Apart from nudge_mu_, which the tick holds while it
+  /// plans: filters only touch this.
+  absl::Mutex answered_waiting_mu_;
+  absl::flat_hash_set<std::string> answered_waiting_ ABSL_GUARDED_BY(answered_waiting_mu_);
+  /// Notes a filter's answer for one of berth's pods (with a nudger set).
+  void NoteAnswer(std::string_view uid, bool none_fit);
   const core::Clock* clock_;
   std::atomic<bool> ready_{false};
 };

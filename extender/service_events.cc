@@ -11,6 +11,16 @@
 
 namespace berth::extender {
 
+void Service::NoteAnswer(std::string_view uid, bool none_fit) {
+  if (nudger_ == nullptr) return;  // standalone: no kube-scheduler to nudge
+  absl::MutexLock lock(&answered_waiting_mu_);
+  if (none_fit) {
+    answered_waiting_.emplace(uid);
+  } else if (!answered_waiting_.empty()) {
+    answered_waiting_.erase(ToAbsl(uid));
+  }
+}
+
 void Service::NoteWaiting(const core::Pod& pod, const std::vector<policy::NodeVerdict>& verdicts,
                           const std::vector<std::pair<policy::Reason, int>>& reasons) {
   if (pod_events_ == nullptr) return;

@@ -59,11 +59,39 @@ AdmissionTickStats Service::AdmissionTick() {
   }
   // Recorded, not carried out: the tick never waits on the API server. A failed nudge or
   // fair-share eviction has nothing to take back; the next plan decides anew.
-  if (nudger_ != nullptr && !nudges.empty() && nudger_->CanNudge().ok()) {
-    for (auto& [pod, why] : nudges) {
-      spdlog::debug("nudging pod {}: {}", pod.Key(), why);
-      intents_.Record(Intent{.kind = IntentKind::kNudge, .pod = std::move(pod), .why = std::move(why)});
-      ++stats.nudged;
+  if (nudger_ != nullptr && nudger_->CanNudge().ok()) {
+    std::vector<std::pair<std::string, std::string>> deferred;
+    {
+      auto view = model_->Read();
+      absl::MutexLock lock(&answered_waiting_mu_);
+      for (auto& [pod, why] : nudges) {
+        // Only a pod kube-scheduler holds back for berth's answer needs telling. Its nudge is
+        // spent here: the retry's filter notes its answer again.
+        auto it = answered_waiting_.find(ToAbsl(pod.uid.view()));
+        if (it == answered_waiting_.end()) {
+          metrics_.nudges_not_needed.fetch_add(1, std::memory_order_relaxed);
+          continue;
+        }
+        if (stats.nudged >= options_.nudges.max_per_tick) {
+          deferred.emplace_back(std::string(pod.uid.view()), std::move(why));
+          continue;
+        }
+        answered_waiting_.erase(it);
+        spdlog::debug("nudging pod {}: {}", pod.Key(), why);
+        intents_.Record(Intent{.kind = IntentKind::kNudge, .pod = std::move(pod), .why = std::move(why)});
+        ++stats.nudged;
+      }
+      // Forget pods that are bound or gone.
+      absl::erase_if(answered_waiting_, [&](const std::string& uid) {
+        const core::PodState* p = view->FindPod(uid);
+        return p == nullptr || !p->pod.node_name.empty();
+      });
+    }
+    if (!deferred.empty()) {
+      stats.deferred = static_cast<int>(deferred.size());
+      metrics_.nudges_deferred.fetch_add(deferred.size(), std::memory_order_relaxed);
+      absl::MutexLock lock(&nudge_mu_);
+      for (auto& d : deferred) pending_nudges_.push_back(std::move(d));
     }
   }
   if (evictor_ != nullptr && !victims.empty() && evictor_->CanEvict().ok()) {

@@ -69,12 +69,14 @@ void PoolStatusWriter::Tick(absl::Time now) {
         client_->Call("PATCH", path, patch.dump(), "application/merge-patch+json");
     if (r.ok() && r->ok()) {
       written_[name] = std::move(status);
+      if (metrics_ != nullptr) ++metrics_->pool_status_written;
       continue;
     }
     if (r.ok() && r->status == 404) {  // deleted since the model saw it
       written_.erase(name);
       continue;
     }
+    if (metrics_ != nullptr) ++metrics_->pool_status_failed;
     if (++failed == 1) first_error = r.ok() ? ApiError("PATCH", path, *r) : r.status();
     // Unreachable or overloaded: the other pools wait for the next pass too.
     if (!r.ok() || r->status == 429) break;

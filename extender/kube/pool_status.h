@@ -7,6 +7,7 @@
 #include "core/cluster_model.h"
 #include "extender/kube/client.h"
 #include "extender/kube/leader.h"
+#include "extender/metrics.h"
 #include "nlohmann/json.hpp"
 
 namespace berth::extender::kube {
@@ -50,7 +51,11 @@ class PoolStatusWriter {
   /// call it from one thread.
   void Tick(absl::Time now);
 
+  /// Where writes are counted (berth_pool_status_writes_total); none by default.
+  void set_metrics(ApiWriteMetrics* metrics) { metrics_ = metrics; }
+
  private:
+  ApiWriteMetrics* metrics_ = nullptr;
   KubeClient* client_;
   const LeadershipInterface* leadership_;
   const core::ClusterModel* model_;

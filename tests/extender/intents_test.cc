@@ -42,17 +42,6 @@ MakePod Seed(Harness& h) {
   return mine;
 }
 
-// One sample of GET /metrics, e.g. `berth_intents_total{kind="eviction",outcome="done"}`; 0
-// when the series is absent.
-double Metric(Harness& h, const std::string& series) {
-  std::istringstream in(h.service().Metrics().body);
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind(series + " ", 0) == 0) return std::stod(line.substr(series.size() + 1));
-  }
-  return 0;
-}
-
 std::string Intents(const std::string& kind, const std::string& outcome) {
   return StrCat("berth_intents_total{kind=\"", kind, "\",outcome=\"", outcome, "\"}");
 }
@@ -283,9 +272,11 @@ TEST_CASE("intents: the admission tick queues its nudges and fair-share eviction
     if (i < 2) p.Annotation("berth.io/lifetime", "10m");
     events.push_back(Event("ADDED", p.Obj()));
   }
-  events.push_back(Event("ADDED", MakePod("b-0").Namespace("ml").Uid("b-0").Cpu("1")
-                                      .Label("berth.io/queue", "b").Created(since).Obj()));
+  const MakePod b0 = MakePod("b-0").Namespace("ml").Uid("b-0").Cpu("1").Label("berth.io/queue", "b").Created(since);
+  events.push_back(Event("ADDED", b0.Obj()));
   h.Apply(events);
+  // kube-scheduler asked about b's job and parked it: no node has room.
+  REQUIRE(FilterPod(h, b0, {"n-0", "n-1", "n-2", "n-3"}).fit.empty());
   h.clock().Advance(absl::Minutes(15));
   h.service().StartIntentWorker();
 

@@ -373,6 +373,7 @@ TEST_CASE("queue: over its share, a queue loses pods past their lifetime; produc
           Running(h, "a-prod", "a", "1", "n-3", start).Priority(10000).Annotation("berth.io/lifetime", "0s")});
   const MakePod wants = Job(h, "b-0", "b", "1");
   Add(h, {wants});
+  REQUIRE(FilterPod(h, wants, nodes).fit.empty());  // kube-scheduler parks it
   // Before the lifetime has passed nobody is evicted (production never is). b's job is next
   // to start and told so once.
   Later(h, absl::Minutes(5));
@@ -404,8 +405,11 @@ TEST_CASE("queue: jobs that become admitted are nudged once; gang members when r
   h.service().SetNudger(&nudger);
   const std::vector<std::string> nodes = AddNodes(h, "n", 1, "2");
   const MakePod big = Running(h, "big", "", "2", "n-0", h.clock().Now());
-  Add(h, {big, Job(h, "w1", "", "1", absl::Minutes(3)), Job(h, "w2", "", "1", absl::Minutes(2)),
-          Job(h, "w3", "", "1", absl::Minutes(1))});
+  const std::vector<MakePod> waiting = {Job(h, "w1", "", "1", absl::Minutes(3)), Job(h, "w2", "", "1", absl::Minutes(2)),
+                                        Job(h, "w3", "", "1", absl::Minutes(1))};
+  Add(h, {big, waiting[0], waiting[1], waiting[2]});
+  // kube-scheduler asked about each and parked it: the node is full.
+  for (const MakePod& w : waiting) REQUIRE(FilterPod(h, w, nodes).fit.empty());
   // The head passes admission (so kube-scheduler can preempt for it): it is nudged once.
   CHECK(h.Tick().nudged == 1);
   CHECK(nudger.nudged == std::vector<std::string>{"t/w1 (admitted by queue default)"});
@@ -428,10 +432,43 @@ TEST_CASE("queue: jobs that become admitted are nudged once; gang members when r
   g.Apply(Event("ADDED", MakePodGroup("gang").Namespace("t").MinMember(2).Obj()));
   const MakePod m0 = Job(g, "gang-0", "", "1").Label("scheduling.x-k8s.io/pod-group", "gang");
   const MakePod m1 = Job(g, "gang-1", "", "1").Label("scheduling.x-k8s.io/pod-group", "gang");
-  Add(g, {m0, m1});
+  const MakePod full0 = Running(g, "full-0", "", "4", "n-0", g.clock().Now());
+  const MakePod full1 = Running(g, "full-1", "", "4", "n-1", g.clock().Now());
+  Add(g, {full0, full1, m0, m1});
+  // The cluster is full: kube-scheduler asks about both members and parks them.
+  REQUIRE(FilterPod(g, m0, gnodes).fit.empty());
+  REQUIRE(FilterPod(g, m1, gnodes).fit.empty());
+  Remove(g, full0);
+  Remove(g, full1);
+  Later(g);
+  // kube-scheduler retries gang-0 first: its filter reserves room for the whole gang. gang-1,
+  // still parked, is nudged once; gang-0, whose last answer fit, is not.
   CHECK(FilterPod(g, m0, gnodes).fit.size() == 1);
   CHECK(g.Tick().nudged == 1);
-  CHECK(gn.nudged == std::vector<std::string>{"t/gang-1 (room reserved for its gang)"});
+  REQUIRE(gn.nudged.size() == 1);
+  CHECK(gn.nudged[0].rfind("t/gang-1 (", 0) == 0);
+}
+
+TEST_CASE("queue: a pod admitted before kube-scheduler asked about it is not nudged", "[queue]") {
+  Harness h;
+  RecordingNudger nudger;
+  h.service().SetNudger(&nudger);
+  const std::vector<std::string> nodes = AddNodes(h, "n", 1, "2");
+  const MakePod big = Running(h, "big", "", "2", "n-0", h.clock().Now());
+  const MakePod asked = Job(h, "asked", "", "1", absl::Minutes(2));
+  const MakePod fresh = Job(h, "fresh", "", "1", absl::Minutes(1));
+  Add(h, {big, asked, fresh});
+  REQUIRE(FilterPod(h, asked, nodes).fit.empty());
+  Remove(h, big);
+  Later(h);
+  // Both are admitted; only the one kube-scheduler parked is patched. The other is in
+  // kube-scheduler's active queue and will be asked anyway.
+  CHECK(h.Tick().nudged == 1);
+  CHECK(nudger.nudged == std::vector<std::string>{"t/asked (admitted by queue default)"});
+  CHECK(Metric(h, "berth_nudges_not_needed_total") == 1);
+  // A pod whose last answer fit is not nudged either, even if it waited before.
+  CHECK(FilterPod(h, fresh, nodes).fit.size() == 1);
+  CHECK(h.Tick().nudged == 0);
 }
 
 TEST_CASE("queue: /debug/queues as JSON and text", "[queue]") {

@@ -1,5 +1,7 @@
 #include "tests/testing/verbs.h"
 
+#include <sstream>
+
 #include "catch2/catch.hpp"
 
 namespace berth::testing {
@@ -156,6 +158,15 @@ Json ExplainJson(Harness& h, const std::string& key) {
   INFO("explain " << key << ": " << r.body);
   REQUIRE(r.status == 200);
   return ParseReply(r);
+}
+
+double Metric(Harness& h, const std::string& series) {
+  std::istringstream in(h.service().Metrics().body);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind(series + " ", 0) == 0) return std::stod(line.substr(series.size() + 1));
+  }
+  return 0;
 }
 
 }  // namespace berth::testing

@@ -47,6 +47,10 @@ std::string BindError(Harness& h, const MakePod& pod, const std::string& node);
 /// none. FAILs for a node berth does not know.
 std::string HeldCpu(Harness& h, const std::string& node);
 
+/// One sample of GET /metrics, e.g. `berth_intents_total{kind="eviction",outcome="done"}`; 0
+/// when the series is absent.
+double Metric(Harness& h, const std::string& series);
+
 bool Contains(const std::string& haystack, const std::string& needle);
 
 /// POSTs an ADDED event for every object, in one request.

@@ -278,10 +278,15 @@ TEST_CASE_METHOD(PoolStatusTest, "pool status: failed writes are made again on t
   PoolStatusWriter& writer = *owned;
 
   SECTION("a 500 fails one pool; the others are written") {
+    extender::ApiWriteMetrics counted;
+    writer.set_metrics(&counted);
     api.InjectFailure({.method = "PATCH",
                        .path_prefix = std::string(kPoolsPath) + "train/status",
                        .code = 500});
     writer.Tick(kT0);
+    // Counted for /metrics (berth_pool_status_writes_total).
+    CHECK(counted.pool_status_written == 1);
+    CHECK(counted.pool_status_failed == 1);
     std::vector<RecordedCall> writes = StatusWrites(api);
     REQUIRE(writes.size() == 2);
     CHECK(writes[0].name == "infer");
