@@ -439,6 +439,12 @@ Reply Service::PreemptVerb(std::string_view body) {
     spdlog::debug("preempt pod={} dropped node={}: {} {}", args->pod.Key(), node, why.message,
                   why.detail);
   }
+  // kube-scheduler asks for victims only after every node failed its own checks, without a
+  // filter call. If berth refused every candidate it proposed, the pod waits for berth's answer
+  // (its queue holds it back, for instance), and a nudge helps once that changes.
+  if (args->pod.scheduler_name == options_.scheduler_name && out.empty() && !dropped.empty()) {
+    NoteAnswer(args->pod.uid.view(), /*none_fit=*/true);
+  }
   uint64_t victims = 0;
   for (const MetaVictims& mv : out) victims += mv.uids.size();
   metrics_.preemption_victims.fetch_add(victims, std::memory_order_relaxed);

@@ -315,12 +315,14 @@ class Service {
   absl::Mutex nudge_mu_;
   std::set<std::string> admitted_at_last_tick_ ABSL_GUARDED_BY(nudge_mu_);
   std::vector<std::pair<std::string, std::string>> pending_nudges_ ABSL_GUARDED_BY(nudge_mu_);
-  /// berth's pods whose latest filter answer fit no node: kube-scheduler parked them (or backs
-  /// them off), so only they need a nudge. Apart from nudge_mu_, which the tick holds while it
+  /// berth's pods whose latest filter answer fit no node, or whose preemption berth refused on
+  /// every candidate: kube-scheduler parked them (or backs them off) for berth's answer, so only
+  /// they need a nudge. Apart from nudge_mu_, which the tick holds while it
   /// plans: filters only touch this.
   absl::Mutex answered_waiting_mu_;
   absl::flat_hash_set<std::string> answered_waiting_ ABSL_GUARDED_BY(answered_waiting_mu_);
-  /// Notes a filter's answer for one of berth's pods (with a nudger set).
+  /// Notes a filter's (or a refused preemption's) answer for one of berth's pods (with a nudger
+  /// set).
   void NoteAnswer(std::string_view uid, bool none_fit);
   const core::Clock* clock_;
   std::atomic<bool> ready_{false};

@@ -100,6 +100,7 @@ TEST_CASE("queue: no preemption for a job its queue holds back", "[queue][preemp
   CHECK(next["NodeNameToMetaVictims"].contains("n-1"));
 }
 
+
 void Later(Harness& h, absl::Duration d = absl::Seconds(1)) { h.clock().Advance(d); }
 
 policy::PolicyConfig WithQueues(std::function<void(policy::QueueConfig&)> edit) {
@@ -469,6 +470,30 @@ TEST_CASE("queue: a pod admitted before kube-scheduler asked about it is not nud
   // A pod whose last answer fit is not nudged either, even if it waited before.
   CHECK(FilterPod(h, fresh, nodes).fit.size() == 1);
   CHECK(h.Tick().nudged == 0);
+}
+
+// A pod the in-tree filters refuse is never asked about by filter; kube-scheduler's preemption is
+// what berth answers. Refused on every candidate, it waits for berth: once its queue admits it,
+// it is nudged (so kube-scheduler tries again, preemption included). Had berth kept a candidate,
+// kube-scheduler would have preempted and retried it by itself.
+TEST_CASE("queue: a pod whose preemption berth refused is nudged when its job is admitted", "[queue][preempt]") {
+  Harness h;
+  RecordingNudger nudger;
+  h.service().SetNudger(&nudger);
+  AddNodes(h, "n", 1, "4");
+  const MakePod running = Running(h, "r", "", "4", "n-0", h.clock().Now());
+  const MakePod head = Job(h, "head", "", "2", absl::Minutes(10)).Priority(100);
+  const MakePod second = Job(h, "second", "", "2", absl::Minutes(5)).Priority(100);
+  Add(h, {running, head, second});
+  // Both wait; kube-scheduler proposes victims for each.
+  CHECK(h.Preempt(PreemptArgsMeta(second.Obj(), {{"n-0", {"r"}}}))["NodeNameToMetaVictims"].empty());
+  // The head is admitted at the first tick, and was never refused by berth: not nudged.
+  CHECK(h.Tick().nudged == 0);
+  // The running pod ends: the second job is admitted too, and told so once.
+  Remove(h, running);
+  h.clock().Advance(absl::Seconds(1));
+  CHECK(h.Tick().nudged == 1);
+  CHECK(nudger.nudged == std::vector<std::string>{"t/second (admitted by queue default)"});
 }
 
 TEST_CASE("queue: /debug/queues as JSON and text", "[queue]") {
