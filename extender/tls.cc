@@ -20,8 +20,6 @@
 namespace berth::extender {
 namespace {
 
-
-
 // What OpenSSL's error queue says, oldest first, and the queue emptied.
 std::string OpenSslErrors() {
   std::string out;

@@ -38,6 +38,7 @@
 #include "nlohmann/json.hpp"
 #include "tests/testing/builders.h"
 #include "tests/testing/harness.h"
+#include "tests/testing/sockets.h"
 #include "tests/testing/verbs.h"
 
 namespace berth::extender {
@@ -85,27 +86,8 @@ struct RawResponse {
 class RawClient {
  public:
   /// \param source the client's address (another one of 127.0.0.0/8 makes another peer).
-  explicit RawClient(int port, int timeout_ms = 5000, const char* source = nullptr) {
-    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
-    REQUIRE(fd_ >= 0);
-    if (source != nullptr) {
-      sockaddr_in from{};
-      from.sin_family = AF_INET;
-      ::inet_pton(AF_INET, source, &from.sin_addr);
-      REQUIRE(::bind(fd_, reinterpret_cast<sockaddr*>(&from), sizeof(from)) == 0);
-    }
-    const int one = 1;
-    ::setsockopt(fd_, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));  // as Go's net/http does
-    timeval tv{.tv_sec = timeout_ms / 1000, .tv_usec = (timeout_ms % 1000) * 1000};
-    ::setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-    ::setsockopt(fd_, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_port = htons(static_cast<uint16_t>(port));
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    INFO("connect to 127.0.0.1:" << port);
-    REQUIRE(::connect(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0);
-  }
+  explicit RawClient(int port, int timeout_ms = 5000, const char* source = nullptr)
+      : fd_(berth::testing::ConnectLoopback(port, {.timeout_ms = timeout_ms, .source = source})) {}
   ~RawClient() { Close(); }
   RawClient(const RawClient&) = delete;
   RawClient& operator=(const RawClient&) = delete;

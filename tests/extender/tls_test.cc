@@ -32,6 +32,7 @@
 #include "tests/testing/builders.h"
 #include "tests/testing/files.h"
 #include "tests/testing/harness.h"
+#include "tests/testing/sockets.h"
 #include "tests/testing/tls_certs.h"
 
 namespace berth::extender {
@@ -43,6 +44,7 @@ using berth::testing::Harness;
 using berth::testing::Json;
 using berth::testing::MakeNode;
 using berth::testing::MakePod;
+using berth::testing::ConnectLoopback;
 using berth::testing::ReadTestFile;
 using berth::testing::SharedTlsMaterial;
 using berth::testing::TlsMaterial;
@@ -56,24 +58,6 @@ void WriteAll(const std::string& path, const std::string& text) {
     out << text;
   }
   fs::rename(tmp, path);
-}
-
-int ConnectTcp(int port, int timeout_ms = 5000, int receive_buffer = 0) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  REQUIRE(fd >= 0);
-  // Before connect, so the window the server sees is small from the start.
-  if (receive_buffer > 0) ::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &receive_buffer, sizeof(receive_buffer));
-  const int one = 1;
-  ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-  timeval tv{.tv_sec = timeout_ms / 1000, .tv_usec = (timeout_ms % 1000) * 1000};
-  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-  ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<uint16_t>(port));
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  REQUIRE(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0);
-  return fd;
 }
 
 struct ClientOptions {
@@ -104,7 +88,7 @@ class TlsClient {
       REQUIRE(SSL_CTX_use_certificate_chain_file(ctx_, o.cert_file.c_str()) == 1);
       REQUIRE(SSL_CTX_use_PrivateKey_file(ctx_, o.key_file.c_str(), SSL_FILETYPE_PEM) == 1);
     }
-    fd_ = ConnectTcp(port, 5000, o.receive_buffer);
+    fd_ = ConnectLoopback(port, {.receive_buffer = o.receive_buffer});
     pause_ms_ = o.pause_ms;
     ssl_ = SSL_new(ctx_);
     SSL_set_fd(ssl_, fd_);
@@ -332,7 +316,7 @@ TEST_CASE("https: a client that offers only h2 still gets HTTP/1.1") {
 TEST_CASE("https: plain HTTP on an HTTPS port gets no HTTP answer and is counted") {
   const TlsMaterial& m = SharedTlsMaterial();
   TlsServed s(m);
-  const int fd = ConnectTcp(s.port());
+  const int fd = ConnectLoopback(s.port());
   const std::string req = "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n";
   REQUIRE(::send(fd, req.data(), req.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(req.size()));
   std::string got;
@@ -627,7 +611,7 @@ TEST_CASE("https: connections that never finish a handshake are closed at the he
   std::vector<int> fds;
   const std::string partial("\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03", 11);
   for (int i = 0; i < 100; ++i) {
-    const int fd = ConnectTcp(s.port());
+    const int fd = ConnectLoopback(s.port());
     if (i % 2 == 1) REQUIRE(::send(fd, partial.data(), partial.size(), MSG_NOSIGNAL) > 0);
     fds.push_back(fd);
   }
