@@ -38,14 +38,21 @@ fail() {
 CURL=(curl -s --max-time 5)
 
 # start_berth NAME ARGS...: starts `berth serve` on a free port (trying random ones) and waits
-# until it prints its listen line. Sets PORT and PID; output in $WORK/NAME.out and NAME.err.
+# until it prints its listen line. An argument @OPS@ becomes 127.0.0.1:OPS_PORT, the port after
+# PORT, so that a taken operations port is retried like a taken PORT. Sets PORT, OPS_PORT and
+# PID; output in $WORK/NAME.out and NAME.err.
 start_berth() {
   local name=$1
   shift
   local attempt i
   for attempt in $(seq 1 20); do
     PORT=$((20000 + RANDOM % 40000))
-    "$BERTH" serve --listen "127.0.0.1:$PORT" "$@" >"$WORK/$name.out" 2>"$WORK/$name.err" &
+    OPS_PORT=$((PORT + 1))
+    local args=()
+    for a in "$@"; do
+      if [ "$a" = "@OPS@" ]; then args+=("127.0.0.1:$OPS_PORT"); else args+=("$a"); fi
+    done
+    "$BERTH" serve --listen "127.0.0.1:$PORT" "${args[@]}" >"$WORK/$name.out" 2>"$WORK/$name.err" &
     PID=$!
     PIDS+=("$PID")
     for i in $(seq 1 100); do  # up to 10 s
@@ -184,9 +191,8 @@ if command -v openssl >/dev/null; then
   mkdir -p "$WORK/tls"
   cp "$WORK/first.crt" "$WORK/tls/tls.crt"
   cp "$WORK/first.key" "$WORK/tls/tls.key"
-  OPS_PORT=$((20000 + RANDOM % 40000))
   start_berth https --tls-cert-file "$WORK/tls/tls.crt" --tls-key-file "$WORK/tls/tls.key" \
-    --ops-listen "127.0.0.1:$OPS_PORT"
+    --ops-listen @OPS@
   HTTPS_PID=$PID
   grep -q "listening on https://127.0.0.1:$PORT" "$WORK/https.out" || fail "the listen line does not say https"
   "${CURL[@]}" -f --cacert "$WORK/first.crt" "https://127.0.0.1:$PORT/healthz" >/dev/null ||
