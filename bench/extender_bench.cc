@@ -26,6 +26,8 @@
 ///                    [--transport[=SECONDS]]  (hostile clients, large bodies: bench/transport_bench.cc)
 ///                    [--tls[=SECONDS]]  (what HTTPS costs per call: bench/tls_bench.cc)
 ///                    [--answers]  (bytes of the filter and prioritize answers: bench/answer_bench.cc)
+///                    [--loop ...]  (berth's CPU, API calls and bytes per scheduled pod, berth as a
+///                     process against the fake API server: bench/loop_bench.h for its flags)
 /// Latency runs: `taskset -c 0 berth_bench` (see docs/performance.md, "Method").
 /// Exits non-zero when any request failed or any reply was wrong (never on timing).
 
@@ -66,6 +68,7 @@
 #include "bench/answer_bench.h"
 #include "bench/cluster_profiles.h"
 #include "bench/lock_bench.h"
+#include "bench/loop_bench.h"
 #include "bench/queue_bench.h"
 #include "bench/sim_bench.h"
 #include "bench/tls_bench.h"
@@ -259,6 +262,8 @@ std::optional<Options> ParseArgs(int argc, char** argv) {
           "                   [--gangs] [--no-gangs] [--gang-sizes=8,64,512] [--gang-rounds=N]\n"
           "                   [--queues] [--simulate[=NODESxJOBS]] [--lock-hold[=SECONDS]]\n"
           "                   [--transport[=SECONDS]] [--tls[=SECONDS]] [--answers]\n"
+          "                   [--loop [--sizes=500,2000,5000] [--pods=2000] [--percentages=100,0]\n"
+          "                    [--rounds=1] [--berth=BINARY] [--before=BINARY] [--perf-out=PREFIX]]\n"
           "                   [--gang-size=512]\n"
           "  probe kinds: noop filter prioritize noop-prioritize raw inproc-filter\n"
           "               inproc-prioritize inproc-reject inproc-filter-full inproc-prioritize-full\n"
@@ -2319,6 +2324,12 @@ int FinishRun() {
 
 
 int Main(int argc, char** argv) {
+  for (int a = 1; a < argc; ++a) {
+    if (std::string_view(argv[a]) == "--loop") {
+      spdlog::set_level(spdlog::level::warn);
+      return RunLoopBench(argc, argv);
+    }
+  }
   std::optional<Options> o = ParseArgs(argc, argv);
   if (!o) return 2;
   spdlog::set_level(spdlog::level::warn);

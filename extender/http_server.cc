@@ -43,6 +43,7 @@
 #include "core/strings.h"
 #include "extender/http_io.h"
 #include "extender/http_wire.h"
+#include "extender/thread_name.h"
 #include "spdlog/spdlog.h"
 
 namespace berth::extender {
@@ -211,6 +212,7 @@ class HttpServer::Impl {
 
   absl::StatusOr<int> Bind(const std::string& host, int port);
   void Run();
+  const std::string& thread_name() const { return options_.thread_name; }
   /// Thread-safe: asks Run() to finish.
   void RequestStop();
   void CloseListener() {
@@ -435,7 +437,10 @@ void HttpServer::Impl::Run() {
     workers_stop_ = false;
   }
   for (int i = 0; i < std::max(1, options_.threads); ++i) {
-    workers_.emplace_back([this] { WorkerMain(); });
+    workers_.emplace_back([this] {
+      NameThisThread(options_.thread_name + "-worker");
+      WorkerMain();
+    });
   }
   Loop();
   {
@@ -1399,6 +1404,7 @@ HttpServerOptions OpsServerOptions() {
   return HttpServerOptions{.max_body_bytes = 4096,
                            .threads = 8,
                            .read_only = true,
+                           .thread_name = "ops",
                            .max_connections_per_peer = 64,
                            .max_bytes_in_flight = 64u << 20};
 }
@@ -1421,7 +1427,10 @@ absl::StatusOr<int> HttpServer::Start(const std::string& host, int port) {
   if (!bound.ok()) return bound;
   running_ = true;  // before the thread starts, so a Stop() right away waits for it
   // The socket listens already: clients can connect before the loop runs.
-  thread_ = std::thread([this] { Run(); });
+  thread_ = std::thread([this] {
+    NameThisThread(impl_->thread_name() + "-loop");
+    Run();
+  });
   return bound;
 }
 

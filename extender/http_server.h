@@ -40,6 +40,9 @@ struct HttpServerOptions {
   /// every POST is refused with 403. `--ops-listen` uses it to expose probes and debug output
   /// on the pod network while the verbs, bind included, stay on loopback.
   bool read_only = false;
+  /// Its threads are named "<name>-worker" and, when Start() runs the loop on a thread of its
+  /// own, "<name>-loop" (the main thread, running Run(), keeps the process's name).
+  std::string thread_name = "http";
 
   /// Connections open at once. At the limit, the connection idle longest is closed to make
   /// room; with none idle, a new connection gets 503 and is closed.

@@ -5,6 +5,7 @@
 
 #include "core/strings.h"
 #include "extender/service.h"
+#include "extender/thread_name.h"
 #include "spdlog/spdlog.h"
 
 namespace berth::extender {
@@ -153,7 +154,10 @@ void IntentQueue::Start() {
   absl::MutexLock lock(&mu_);
   if (worker_.joinable()) return;
   stopping_ = false;
-  worker_ = std::thread([this] { Run(); });
+  worker_ = std::thread([this] {
+    NameThisThread("intents");
+    Run();
+  });
 }
 
 void IntentQueue::Stop() {

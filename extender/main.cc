@@ -25,6 +25,7 @@
 #include "extender/config.h"
 #include "extender/demo_cluster.h"
 #include "extender/http_server.h"
+#include "extender/thread_name.h"
 #include "extender/kube/kubeconfig.h"
 #include "extender/kube/runtime.h"
 #include "extender/logging.h"
@@ -311,6 +312,7 @@ int Serve() {
   service.StartIntentWorker();
   std::atomic<bool> stopping{false};
   std::thread signal_thread([&] {
+    NameThisThread("signals");
     int sig = 0;
     sigwait(&signals, &sig);
     spdlog::info("signal {} received, shutting down", sig);
@@ -319,6 +321,7 @@ int Serve() {
     if (ops_server) ops_server->Stop();
   });
   std::thread housekeeping([&] {
+    NameThisThread("housekeeping");
     int ticks = 0;
     while (!stopping) {
       std::this_thread::sleep_for(std::chrono::milliseconds(100));

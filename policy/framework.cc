@@ -96,10 +96,19 @@ std::vector<NodeVerdict> Framework::Filter(const core::Pod& pod,
     return pipeline_->Filter(ctx, candidates);
   };
   std::vector<NodeVerdict> verdicts = run();
-  if (gang_member && NoneFit(verdicts) && ReplanGangMember(pod, candidates)) {
-    // kube-scheduler did not offer the member's reserved node (or it no longer fits there):
-    // its room moved to a candidate near the rest of the gang.
-    verdicts = run();
+  if (gang_member && NoneFit(verdicts)) {
+    if (ReplanGangMember(pod, candidates)) {
+      // kube-scheduler did not offer the member's reserved node (or it no longer fits there):
+      // its room moved to a candidate near the rest of the gang.
+      verdicts = run();
+    } else if (std::optional<std::string> node = ReservedNodeNotOffered(pod, candidates)) {
+      // No candidate near the gang either. kube-scheduler parks the member as unschedulable
+      // and, with nothing else changing, would not ask again for minutes, past the gang's
+      // timeout. Sampled candidates (percentageOfNodesToScore below 100) start at a new node
+      // on every attempt, so the member is nudged to be asked again with another sample.
+      effects_->NudgeAtNextTick(std::string(pod.uid.view()),
+                                StrCat("its reserved node ", *node, " was not among the nodes offered"));
+    }
   }
   if (NoneFit(verdicts) && managed && !gang_member && !queued) {
     // PostFilter: preempt first, then borrow: make room in the pod's home pool. The victims
@@ -266,6 +275,16 @@ std::optional<NodeVerdict> Framework::PrepareGang(const core::Pod& pod) {
     return std::nullopt;
   }
   return std::nullopt;
+}
+
+std::optional<std::string> Framework::ReservedNodeNotOffered(
+    const core::Pod& pod, std::span<const std::string_view> candidates) const {
+  auto view = model_->Read();
+  const core::Reservation* r = view->FindReservation(pod.uid.view());
+  if (r == nullptr || r->gang.empty() || r->node == core::kNoNode) return std::nullopt;
+  const std::string_view node = view->node(r->node).node.name;
+  if (std::find(candidates.begin(), candidates.end(), node) != candidates.end()) return std::nullopt;
+  return std::string(node);
 }
 
 bool Framework::ReplanGangMember(const core::Pod& pod,

@@ -44,7 +44,7 @@ class EffectSink {
   /// Has kube-scheduler retry `pod` at once (its reclaim was undone).
   virtual void Nudge(const core::Pod& pod, std::string why) = 0;
   /// Has kube-scheduler retry the pod of `uid` at the next admission tick (room was reserved for
-  /// its gang by another member's filter).
+  /// its gang by another member's filter, or kube-scheduler's sample left out its reserved node).
   virtual void NudgeAtNextTick(std::string uid, std::string why) = 0;
   /// Events worth a counter.
   enum class Count : uint8_t { kReclaim, kGangAdmission, kGangTimeout };
@@ -134,6 +134,9 @@ class Framework {
   /// After filtering a member whose reserved node kube-scheduler did not offer (or that no
   /// longer fits): moves its reservation to a candidate near the gang. \return whether it moved.
   bool ReplanGangMember(const core::Pod& pod, std::span<const std::string_view> candidates);
+  /// The node of the gang member's reservation when it is not among `candidates`.
+  std::optional<std::string> ReservedNodeNotOffered(const core::Pod& pod,
+                                                    std::span<const std::string_view> candidates) const;
   /// PostFilter: plans a reclaim for a berth pod no candidate takes, holds the room for it and
   /// records the evictions of the victims. kHeld: room is held for the pod (now or from before).
   Reclaim StartReclaim(const core::Pod& pod);

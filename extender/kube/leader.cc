@@ -8,6 +8,7 @@
 
 #include "absl/strings/match.h"
 #include "core/strings.h"
+#include "extender/thread_name.h"
 #include "nlohmann/json.hpp"
 #include "spdlog/spdlog.h"
 
@@ -108,7 +109,10 @@ void LeaderElector::Start() {
   spdlog::info("leader election: {} lease {}/{} as {}",
                config_.mode == LeaderElectionConfig::Mode::kAcquire ? "acquiring" : "following",
                lease_ns_, config_.lease_name, config_.identity);
-  thread_ = std::thread([this] { Run(); });
+  thread_ = std::thread([this] {
+    NameThisThread("leader");
+    Run();
+  });
 }
 
 void LeaderElector::Stop() {

@@ -5,6 +5,7 @@
 #include "core/strings.h"
 #include "extender/json.h"
 #include "extender/k8s_codec.h"
+#include "extender/thread_name.h"
 #include "spdlog/spdlog.h"
 
 namespace berth::extender::kube {
@@ -185,7 +186,10 @@ Reflector::Reflector(KubeClient* client, ResourceSpec spec, core::ClusterModel* 
 Reflector::~Reflector() { Stop(); }
 
 void Reflector::Start() {
-  thread_ = std::thread([this] { Run(); });
+  thread_ = std::thread([this] {
+    NameThisThread("watch-" + spec_.name);
+    Run();
+  });
 }
 
 void Reflector::Stop() {

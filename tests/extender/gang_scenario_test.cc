@@ -243,6 +243,37 @@ TEST_CASE("gang: kube-scheduler not offering the reserved node re-plans that mem
   CHECK(GangInfo(h, "job")["bound"] == 1);
 }
 
+TEST_CASE("gang: a member whose reserved node was not offered and that has no other place is asked "
+          "about again", "[gang]") {
+  // kube-scheduler's adaptive sample (percentageOfNodesToScore below 100) can leave out the
+  // member's reserved node while every node it offers is taken. The member waits, and is nudged
+  // at the next tick so that kube-scheduler asks again, with a sample that starts elsewhere,
+  // before the gang's reservations time out.
+  Harness h;
+  RecordingNudger nudger;
+  h.service().SetNudger(&nudger);
+  const std::vector<std::string> nodes = AddNodes(h, "n", 2);
+  const std::vector<MakePod> job = Members("job", 2);
+  AddPods(h, job);
+  h.Apply(Group("job", 2));
+  const std::string reserved = FilterPod(h, job[0], nodes).fit.at(0);
+  const std::string other = reserved == nodes[0] ? nodes[1] : nodes[0];
+  // The other node holds the other member's room: nowhere to re-plan to.
+  const Verdicts v = FilterPod(h, job[0], {other});
+  CHECK(v.fit.empty());
+  CHECK(h.Tick().nudged == 1);
+  CHECK(nudger.nudged == std::vector<std::string>{StrCat("ml/job-0 (its reserved node ", reserved,
+                                                         " was not among the nodes offered)")});
+  // The nudge is spent: nothing more until kube-scheduler asks again.
+  CHECK(h.Tick().nudged == 0);
+  // Asked again with the reserved node in the sample, it goes there; no nudge follows.
+  CHECK(FilterAndBind(h, job[0], nodes) == reserved);
+  CHECK(FilterAndBind(h, job[1], {other}) == other);
+  CHECK(h.Tick().nudged == 0);
+  CHECK(GangInfo(h, "job")["bound"] == 2);
+  CHECK(nudger.nudged.size() == 1);
+}
+
 TEST_CASE("gang: the plan respects nodeSelector, taints and cordoned nodes", "[gang]") {
   Harness h;
   h.Apply(Json::array({

@@ -5,6 +5,7 @@
 #include "extender/http_server.h"
 
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
@@ -23,6 +24,7 @@
 #include <cstring>
 #include <chrono>
 #include <cstdio>
+#include <fstream>
 #include <future>
 #include <map>
 #include <mutex>
@@ -961,6 +963,40 @@ TEST_CASE("http: Stop returns promptly, also with an idle kept-alive connection,
   }
 }
 
+// The names of this process's threads (/proc/self/task/*/comm), as `top -H` shows them.
+std::multiset<std::string> ThreadNames() {
+  std::multiset<std::string> out;
+  DIR* d = ::opendir("/proc/self/task");
+  if (d == nullptr) return out;
+  while (dirent* e = ::readdir(d)) {
+    if (e->d_name[0] == '.') continue;
+    std::ifstream in(std::string("/proc/self/task/") + e->d_name + "/comm");
+    std::string name;
+    std::getline(in, name);
+    out.insert(name);
+  }
+  ::closedir(d);
+  return out;
+}
+
+TEST_CASE("http: the server's threads carry its name, so top -H and perf tell them apart") {
+  Harness h;
+  HttpServerOptions options;
+  options.threads = 3;
+  options.thread_name = "verbs-test";
+  HttpServer server(&h.service(), options);
+  REQUIRE(server.Start("127.0.0.1", 0).ok());
+  // Workers start with the loop; give them a moment to name themselves.
+  std::multiset<std::string> names;
+  for (int i = 0; i < 200 && names.count("verbs-test-work") < 3; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    names = ThreadNames();
+  }
+  CHECK(names.count("verbs-test-loop") == 1);
+  CHECK(names.count("verbs-test-work") == 3);  // "verbs-test-worker" cut to Linux's 15 characters
+  server.Stop();
+  CHECK(ThreadNames().count("verbs-test-work") == 0);
+}
 
 // ---- hostile clients (issue 16): connections, deadlines, limits ---------------------------------
 

@@ -109,16 +109,6 @@ policy::PolicyConfig WithQueues(std::function<void(policy::QueueConfig&)> edit) 
   return c;
 }
 
-// Records nudges instead of patching pods.
-class RecordingNudger final : public extender::NudgerInterface {
- public:
-  absl::Status Nudge(const core::Pod& pod, std::string_view why) override {
-    nudged.push_back(StrCat(pod.Key(), " (", why, ")"));
-    return absl::OkStatus();
-  }
-  std::vector<std::string> nudged;
-};
-
 TEST_CASE("queue: pods join by label, default always exists, an unknown queue is named", "[queue]") {
   Harness h;
   const std::vector<std::string> nodes = AddNodes(h, "n", 1, "8");

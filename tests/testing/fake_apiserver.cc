@@ -1354,6 +1354,7 @@ void FakeApiServer::Handle(const httplib::Request& req, httplib::Response& res) 
     std::string body =
         KubeDump(reply.body, route.res != nullptr && IsCustom(*route.res)) + "\n";
     MatchApiserverCompression(req, body.size(), false);
+    call.response_bytes = body.size();
     res.set_content(std::move(body), "application/json");
   }
   call.status = streaming ? 200 : reply.status;
@@ -1778,8 +1779,14 @@ FakeApiServer::Reply FakeApiServer::StartWatch(const httplib::Request& req, http
         const bool keep = WatchStep(*w, &chunks, &finish);
         // One chunk per event, as kube-apiserver flushes each. (An empty write would end
         // cpp-httplib's chunked loop as if the stream were done.)
+        size_t written = 0;
         for (const std::string& chunk : chunks) {
           if (!chunk.empty() && !sink.write(chunk.data(), chunk.size())) return false;
+          written += chunk.size();
+        }
+        if (written > 0) {
+          std::lock_guard<std::mutex> lk(mu_);
+          watch_bytes_[w->res->key] += written;
         }
         if (!keep) return false;  // cut: no terminating chunk
         if (finish) {
@@ -2629,6 +2636,11 @@ int FakeApiServer::CountCalls(const std::string& method, const std::string& path
     return (method.empty() || c.method == method) &&
            c.path.compare(0, path_prefix.size(), path_prefix) == 0;
   }));
+}
+
+std::map<std::string, uint64_t> FakeApiServer::watch_bytes() const {
+  std::lock_guard<std::mutex> lk(mu_);
+  return watch_bytes_;
 }
 
 bool FakeApiServer::WaitFor(const std::function<bool(FakeApiServer&)>& predicate,

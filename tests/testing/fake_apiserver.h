@@ -124,6 +124,8 @@ struct RecordedCall {
   int status = 0;  ///< the HTTP status answered (200 for a watch that started)
   std::string content_type;
   std::string body;
+  /// Bytes of the answer's body before compression (0 for a watch: see watch_bytes()).
+  size_t response_bytes = 0;
   /// Who it was: the client certificate's CN, "token" for the bearer token, "" if unauthenticated.
   std::string user;
 };
@@ -255,6 +257,9 @@ class FakeApiServer {
   std::vector<Json> patches() const;    ///< PATCH of any resource or subresource
   /// Recorded calls with this method ("" any) whose path starts with `path_prefix`.
   int CountCalls(const std::string& method, const std::string& path_prefix) const;
+  /// Bytes written to watch streams so far (event lines, before any compression), per resource
+  /// (the names above); ClearCalls() does not reset them.
+  std::map<std::string, uint64_t> watch_bytes() const;
 
   /// Polls `predicate` (every 5 ms) until it holds or `timeout` passes; returns whether it held.
   bool WaitFor(const std::function<bool(FakeApiServer&)>& predicate,
@@ -347,6 +352,7 @@ class FakeApiServer {
   std::set<std::string> blocked_evictions_;  // "ns/name"
   std::set<std::string> uninstalled_;
   std::vector<RecordedCall> calls_;
+  std::map<std::string, uint64_t> watch_bytes_;  // resource -> bytes streamed to its watches
   // Terminating pods ("ns/name") and when their grace period ends (a kubelet is done with them).
   std::map<std::string, Clock::time_point> grace_ends_;
   std::thread kubelet_;

@@ -3,6 +3,7 @@
 #include <sstream>
 
 #include "catch2/catch.hpp"
+#include "core/strings.h"
 
 namespace berth::testing {
 
@@ -167,6 +168,11 @@ double Metric(Harness& h, const std::string& series) {
     if (line.rfind(series + " ", 0) == 0) return std::stod(line.substr(series.size() + 1));
   }
   return 0;
+}
+
+absl::Status RecordingNudger::Nudge(const core::Pod& pod, std::string_view why) {
+  nudged.push_back(StrCat(pod.Key(), " (", why, ")"));
+  return absl::OkStatus();
 }
 
 }  // namespace berth::testing

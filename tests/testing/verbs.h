@@ -28,6 +28,14 @@ struct Verdicts {
 /// answer gives each rejected node its reason's summary (policy::ReasonSummary).
 Verdicts FilterPod(Harness& h, const MakePod& pod, const std::vector<std::string>& nodes);
 
+/// Records nudges ("ns/name (why)") instead of patching pods; set with
+/// h.service().SetNudger(&nudger).
+class RecordingNudger final : public extender::NudgerInterface {
+ public:
+  absl::Status Nudge(const core::Pod& pod, std::string_view why) override;
+  std::vector<std::string> nudged;
+};
+
 /// FilterPod as kube-scheduler retries it while berth's side effects land: after each answer the
 /// intents it recorded (a reclaim's evictions) are carried out, and the pod is filtered again,
 /// until an answer records none (at most a few rounds). \return the last answer.

@@ -98,6 +98,7 @@ class WatchStream {
           },
           [this](const char* data, size_t n) {
             std::lock_guard<std::mutex> lk(mu_);
+            received_ += n;
             buffer_.append(data, n);
             for (size_t nl; (nl = buffer_.find('\n')) != std::string::npos;) {
               events_.push_back(Json::parse(buffer_.substr(0, nl), nullptr, false));
@@ -118,6 +119,11 @@ class WatchStream {
     thread_.join();
   }
 
+  /// Bytes of event lines received so far (after de-chunking).
+  size_t received() {
+    std::lock_guard<std::mutex> lk(mu_);
+    return received_;
+  }
   /// Waits until at least `n` events arrived; returns all of them so far.
   std::vector<Json> WaitEvents(size_t n, milliseconds timeout = milliseconds(3000)) {
     std::unique_lock<std::mutex> lk(mu_);
@@ -164,6 +170,7 @@ class WatchStream {
   std::mutex mu_;
   std::condition_variable cv_;
   std::string buffer_;
+  size_t received_ = 0;
   std::vector<Json> events_;
   bool done_ = false;
   httplib::Error error_ = httplib::Error::Success;
@@ -354,6 +361,12 @@ TEST_CASE(
     CHECK(rv > last);
     last = rv;
   }
+
+  // Every byte streamed is counted under the watch's resource (the node written above went to no
+  // watch, so nodes count nothing).
+  CHECK(watch.received() > 0);
+  CHECK(server.watch_bytes()["pods"] == watch.received());
+  CHECK(server.watch_bytes().count("nodes") == 0);
 
   // resourceVersion 0: the current state as ADDED events first.
   WatchStream from_zero(server, "/api/v1/namespaces/ml/pods?watch=true&resourceVersion=0");
@@ -927,6 +940,8 @@ TEST_CASE("fake apiserver: calls record the RBAC verb, resource and subresource"
   CHECK(calls[0].query.at("limit") == "500");
   CHECK(calls.back().query.at("watch") == "1");
   CHECK(calls[3].content_type == "application/merge-patch+json");
+  CHECK(calls[5].response_bytes == created_event->body.size());  // the answer the client read
+  CHECK(calls.back().response_bytes == 0);                       // a watch: see watch_bytes()
   CHECK(server.events().size() == 2);
   CHECK(server.bindings().size() == 1);
   CHECK(server.evictions().size() == 1);

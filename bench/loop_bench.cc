@@ -1,0 +1,743 @@
+#include "bench/loop_bench.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <optional>
+#include <random>
+#include <sstream>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "bench/cluster_profiles.h"
+#include "bench/loadgen.h"
+#include "core/quantity.h"
+#include "core/strings.h"
+#include "httplib.h"
+#include "nlohmann/json.hpp"
+#include "tests/testing/fake_apiserver.h"
+
+extern char** environ;
+
+namespace berth::bench {
+namespace {
+
+using Json = nlohmann::json;
+using SteadyClock = std::chrono::steady_clock;
+
+struct LoopOptions {
+  std::vector<int> sizes = {500, 2000, 5000};
+  int pods = 2000;
+  std::vector<int> percentages = {100, 0};
+  int rounds = 1;
+  std::string berth;
+  std::string before;
+  std::string perf_out;
+  bool quick = false;
+};
+
+// Lines (or fields) of `text` split at `sep`.
+std::vector<std::string_view> Split(std::string_view text, char sep) {
+  std::vector<std::string_view> out;
+  for (size_t start = 0;;) {
+    const size_t at = text.find(sep, start);
+    out.push_back(text.substr(start, at == std::string_view::npos ? std::string_view::npos : at - start));
+    if (at == std::string_view::npos) return out;
+    start = at + 1;
+  }
+}
+
+bool ParseInts(std::string_view text, std::vector<int>* out) {
+  out->clear();
+  for (std::string_view part : Split(text, ',')) {
+    int v = 0;
+    if (!absl::SimpleAtoi(ToAbsl(part), &v) || v < 0) return false;
+    out->push_back(v);
+  }
+  return !out->empty();
+}
+
+std::string SelfDir() {
+  char buf[4096];
+  const ssize_t n = ::readlink("/proc/self/exe", buf, sizeof(buf) - 1);
+  if (n <= 0) return ".";
+  std::string path(buf, static_cast<size_t>(n));
+  const size_t slash = path.rfind('/');
+  return slash == std::string::npos ? "." : path.substr(0, slash);
+}
+
+std::optional<LoopOptions> ParseLoopArgs(int argc, char** argv) {
+  LoopOptions o;
+  bool sizes_set = false, pods_set = false, pct_set = false;
+  for (int a = 1; a < argc; ++a) {
+    const std::string_view arg = argv[a];
+    auto value = [&](std::string_view name, std::string* v) {
+      if (arg.substr(0, name.size()) != name || arg.size() <= name.size() ||
+          arg[name.size()] != '=') {
+        return false;
+      }
+      *v = std::string(arg.substr(name.size() + 1));
+      return true;
+    };
+    std::string v;
+    if (arg == "--loop") {
+    } else if (arg == "--quick") {
+      o.quick = true;
+    } else if (value("--sizes", &v)) {
+      if (!ParseInts(v, &o.sizes)) {
+        std::fprintf(stderr, "--sizes: expected node counts such as 500,2000, got \"%s\"\n", v.c_str());
+        return std::nullopt;
+      }
+      sizes_set = true;
+    } else if (value("--pods", &v)) {
+      if (!absl::SimpleAtoi(v, &o.pods) || o.pods < 1) {
+        std::fprintf(stderr, "--pods: expected a positive count, got \"%s\"\n", v.c_str());
+        return std::nullopt;
+      }
+      pods_set = true;
+    } else if (value("--percentages", &v)) {
+      if (!ParseInts(v, &o.percentages) ||
+          std::any_of(o.percentages.begin(), o.percentages.end(), [](int p) { return p > 100; })) {
+        std::fprintf(stderr, "--percentages: expected 0..100 (0: kube-scheduler's adaptive default), got \"%s\"\n",
+                     v.c_str());
+        return std::nullopt;
+      }
+      pct_set = true;
+    } else if (value("--rounds", &v)) {
+      if (!absl::SimpleAtoi(v, &o.rounds) || o.rounds < 1) {
+        std::fprintf(stderr, "--rounds: expected a positive count, got \"%s\"\n", v.c_str());
+        return std::nullopt;
+      }
+    } else if (value("--berth", &v)) {
+      o.berth = v;
+    } else if (value("--before", &v)) {
+      o.before = v;
+    } else if (value("--perf-out", &v)) {
+      o.perf_out = v;
+    } else {
+      std::fprintf(stderr,
+                   "berth_bench --loop: unknown argument \"%s\"\n"
+                   "usage: berth_bench --loop [--sizes=500,2000,5000] [--pods=2000] "
+                   "[--percentages=100,0] [--rounds=1] [--berth=BINARY] [--before=BINARY] "
+                   "[--perf-out=PREFIX] [--quick]\n",
+                   std::string(arg).c_str());
+      return std::nullopt;
+    }
+  }
+  if (o.quick) {
+    if (!sizes_set) o.sizes = {150};
+    if (!pods_set) o.pods = 200;
+    if (!pct_set) o.percentages = {100, 0};
+  }
+  if (o.berth.empty()) o.berth = SelfDir() + "/berth";
+  return o;
+}
+
+// ---- berth's CPU, per thread ------------------------------------------------------------------
+
+struct ThreadSample {
+  std::string name;
+  int64_t cpu_ns = 0;
+};
+using CpuSnapshot = std::map<int, ThreadSample>;  // tid -> sample
+
+std::string ReadSmallFile(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// Every thread of `pid`: its name and the CPU time it has used (schedstat's first field, ns).
+CpuSnapshot ReadCpu(pid_t pid) {
+  CpuSnapshot out;
+  const std::string dir = StrCat("/proc/", pid, "/task");
+  DIR* d = ::opendir(dir.c_str());
+  if (d == nullptr) return out;
+  while (dirent* e = ::readdir(d)) {
+    int tid = 0;
+    if (!absl::SimpleAtoi(e->d_name, &tid)) continue;
+    const std::string base = StrCat(dir, "/", tid);
+    std::string name = ReadSmallFile(base + "/comm");
+    while (!name.empty() && (name.back() == '\n' || name.back() == ' ')) name.pop_back();
+    const std::string sched = ReadSmallFile(base + "/schedstat");
+    int64_t ns = 0;
+    if (!absl::SimpleAtoi(sched.substr(0, sched.find(' ')), &ns)) continue;
+    out[tid] = {std::move(name), ns};
+  }
+  ::closedir(d);
+  return out;
+}
+
+// The role of a thread, from its name (the main thread runs the verb server's event loop).
+std::string Role(const std::string& name) {
+  if (name == "berth") return "main (HTTP I/O loop)";
+  if (name.rfind("http-worker", 0) == 0) return "http-worker (verbs)";
+  return name;
+}
+
+// CPU used between two snapshots, by role; threads gone by `after` are counted up to `before`'s
+// figure only (none of berth's threads end while it serves).
+std::map<std::string, int64_t> CpuDelta(const CpuSnapshot& before, const CpuSnapshot& after) {
+  std::map<std::string, int64_t> out;
+  for (const auto& [tid, s] : after) {
+    auto it = before.find(tid);
+    out[Role(s.name)] += s.cpu_ns - (it == before.end() ? 0 : it->second.cpu_ns);
+  }
+  return out;
+}
+
+// ---- berth as a child process ------------------------------------------------------------------
+
+class BerthProcess {
+ public:
+  ~BerthProcess() { Stop(); }
+
+  absl::Status Start(const std::string& binary, const std::vector<std::string>& args,
+                     const std::string& stderr_path) {
+    int out[2];
+    if (::pipe2(out, O_CLOEXEC) != 0) return absl::InternalError("pipe failed");
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_adddup2(&fa, out[1], 1);
+    posix_spawn_file_actions_addopen(&fa, 2, stderr_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    std::vector<std::string> all = {binary};
+    all.insert(all.end(), args.begin(), args.end());
+    std::vector<char*> argv;
+    for (std::string& a : all) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    const int rc = ::posix_spawn(&pid_, binary.c_str(), &fa, nullptr, argv.data(), environ);
+    posix_spawn_file_actions_destroy(&fa);
+    ::close(out[1]);
+    if (rc != 0) {
+      ::close(out[0]);
+      pid_ = -1;
+      return absl::InternalError(StrCat("cannot start ", binary, ": ", std::strerror(rc)));
+    }
+    out_fd_ = out[0];
+    return absl::OkStatus();
+  }
+
+  // The port from berth's "listening on http://HOST:PORT" line.
+  absl::StatusOr<int> WaitListening(std::chrono::seconds timeout) {
+    const auto deadline = SteadyClock::now() + timeout;
+    std::string text;
+    while (SteadyClock::now() < deadline) {
+      pollfd p{out_fd_, POLLIN, 0};
+      if (::poll(&p, 1, 100) <= 0) continue;
+      char buf[4096];
+      const ssize_t n = ::read(out_fd_, buf, sizeof(buf));
+      if (n <= 0) break;
+      text.append(buf, static_cast<size_t>(n));
+      const size_t at = text.find("listening on http://");
+      if (at == std::string::npos) continue;
+      const size_t end = text.find(' ', at + 20);
+      if (end == std::string::npos) continue;
+      const std::string url = text.substr(at + 20, end - at - 20);
+      int port = 0;
+      if (!absl::SimpleAtoi(url.substr(url.rfind(':') + 1), &port)) break;
+      return port;
+    }
+    return absl::DeadlineExceededError(StrCat("berth did not say where it listens; it printed: \"", text, "\""));
+  }
+
+  pid_t pid() const { return pid_; }
+
+  void Stop() {
+    if (pid_ <= 0) return;
+    ::kill(pid_, SIGTERM);
+    int status = 0;
+    ::waitpid(pid_, &status, 0);
+    pid_ = -1;
+    if (out_fd_ >= 0) ::close(out_fd_);
+    out_fd_ = -1;
+  }
+
+ private:
+  pid_t pid_ = -1;
+  int out_fd_ = -1;
+};
+
+// `perf record -g` of one process, while it lives.
+class PerfRecord {
+ public:
+  void Start(pid_t pid, const std::string& out) {
+    std::vector<std::string> all = {"perf", "record", "-q", "-F", "499", "--call-graph", "dwarf,16384", "-p", std::to_string(pid), "-o", out};
+    std::vector<char*> argv;
+    for (std::string& a : all) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    if (::posix_spawnp(&pid_, "perf", nullptr, nullptr, argv.data(), environ) != 0) pid_ = -1;
+  }
+  void Stop() {
+    if (pid_ <= 0) return;
+    ::kill(pid_, SIGINT);
+    int status = 0;
+    ::waitpid(pid_, &status, 0);
+    pid_ = -1;
+  }
+  ~PerfRecord() { Stop(); }
+
+ private:
+  pid_t pid_ = -1;
+};
+
+// ---- the scheduler's side -----------------------------------------------------------------------
+
+// kube-scheduler's numFeasibleNodesToFind (1.26): every node below 100 nodes or at 100 %;
+// otherwise the percentage (0: the adaptive 50 - nodes/125, at least 5) of the nodes, at least 100.
+int FeasibleToFind(int nodes, int percentage) {
+  if (nodes < 100 || percentage >= 100) return nodes;
+  int pct = percentage;
+  if (pct <= 0) pct = std::max(5, 50 - nodes / 125);
+  return std::max(100, nodes * pct / 100);
+}
+
+struct NodeRoom {
+  std::string name;
+  int64_t cpu_milli = 0;
+  int64_t memory = 0;
+};
+
+int64_t Milli(const Json& q) {
+  auto v = core::Quantity::Parse(q.is_string() ? q.get<std::string>() : q.dump());
+  return v.ok() ? v->MilliValue() : 0;
+}
+int64_t Units(const Json& q) {
+  auto v = core::Quantity::Parse(q.is_string() ? q.get<std::string>() : q.dump());
+  return v.ok() ? v->Value() : 0;
+}
+
+struct RunFigures {
+  bool ok = true;
+  std::string error;
+  int pods = 0;
+  int bound = 0;
+  int attempts = 0;      // filter calls
+  int parked = 0;        // filter answers with no node (kube-scheduler parks the pod)
+  double wall_s = 0;
+  int64_t cpu_ns = 0;
+  std::map<std::string, int64_t> cpu_by_role;
+  // What berth asked of the API server in the window.
+  int api_calls = 0;
+  std::map<std::string, int> api_by_kind;  // "POST pods/binding", "PATCH pods", ...
+  int64_t api_bytes_sent = 0;       // request bodies
+  int64_t api_bytes_received = 0;   // answer bodies and watch events
+  int64_t watch_bytes = 0;
+  int64_t verb_bytes_sent = 0;      // kube-scheduler to berth
+  int64_t verb_bytes_received = 0;  // berth to kube-scheduler
+  int nudges = 0;                   // pods patched with berth.io/admitted
+};
+
+std::string KindOf(const testing::RecordedCall& c) {
+  std::string what = c.resource.empty() ? c.path : c.resource;
+  if (!c.subresource.empty()) what += "/" + c.subresource;
+  return StrCat(c.verb.empty() ? c.method : c.verb, " ", what);
+}
+
+double MetricValue(const std::string& metrics, std::string_view name) {
+  double total = 0;
+  for (std::string_view line : Split(metrics, '\n')) {
+    if (line.empty() || line[0] == '#' || line.substr(0, name.size()) != name) continue;
+    const std::string_view rest = line.substr(name.size());
+    if (!rest.empty() && rest[0] != ' ' && rest[0] != '{') continue;
+    double v = 0;
+    if (absl::SimpleAtod(ToAbsl(line.substr(line.rfind(' ') + 1)), &v)) total += v;
+  }
+  return total;
+}
+
+RunFigures RunOnce(const LoopOptions& o, const std::string& binary, int nodes, int percentage,
+                   const std::string& perf_out) {
+  RunFigures f;
+  f.pods = o.pods;
+  auto fail = [&](std::string why) {
+    f.ok = false;
+    f.error = std::move(why);
+    return f;
+  };
+
+  testing::FakeApiServerOptions api_options;
+  api_options.threads = 48;
+  testing::FakeApiServer api(api_options);
+  if (!api.start_status().ok()) return fail(StrCat("fake API server: ", api.start_status().message()));
+
+  // The cluster: nodes of the filter bench's 1k profile shape, one Pool over all of them (the
+  // pods' home pool), and the Queue the pending pods name (berth.io/queue: q-1).
+  ClusterProfile profile;
+  profile.name = "loop";
+  profile.nodes = nodes;
+  profile.pods_per_node = 0;
+  std::vector<NodeRoom> room;
+  for (int i = 0; i < nodes; ++i) {
+    Json n = Json::parse(NodeJson(profile, i, false));
+    n["metadata"]["labels"]["pool"] = "bench";
+    n["metadata"].erase("resourceVersion");
+    n["metadata"].erase("uid");
+    const Json& alloc = n["status"]["allocatable"];
+    room.push_back({n["metadata"]["name"].get<std::string>(), Milli(alloc.at("cpu")), Units(alloc.at("memory"))});
+    if (auto s = api.Create("nodes", "", std::move(n)); !s.ok()) return fail(StrCat("node: ", s.status().message()));
+  }
+  if (auto s = api.Create("pools", "", Json{{"apiVersion", "berth.io/v1alpha1"}, {"kind", "Pool"},
+                                            {"metadata", {{"name", "bench"}}},
+                                            {"spec", {{"nodeSelector", {{"matchLabels", {{"pool", "bench"}}}}}}}});
+      !s.ok()) {
+    return fail(StrCat("pool: ", s.status().message()));
+  }
+  if (auto s = api.Create("queues", "", Json{{"apiVersion", "berth.io/v1alpha1"}, {"kind", "Queue"},
+                                             {"metadata", {{"name", "q-1"}}}, {"spec", {{"weight", 1}}}});
+      !s.ok()) {
+    return fail(StrCat("queue: ", s.status().message()));
+  }
+
+  char dir_template[] = "/tmp/berth-loop-XXXXXX";
+  const char* dir = ::mkdtemp(dir_template);
+  if (dir == nullptr) return fail("mkdtemp failed");
+  const std::string kubeconfig = StrCat(dir, "/kubeconfig");
+  const std::string config = StrCat(dir, "/berth.json");
+  std::ofstream(kubeconfig) << api.Kubeconfig();
+  std::ofstream(config) << R"({"schedulerName": "berth-scheduler", "kubernetes": {"leaderElection": {"enabled": false}}})";
+
+  BerthProcess berth;
+  if (auto s = berth.Start(binary,
+                           {"serve", "--kubeconfig", kubeconfig, "--config", config, "--listen",
+                            "127.0.0.1:0", "--log-level", "warn"},
+                           StrCat(dir, "/berth.log"));
+      !s.ok()) {
+    return fail(std::string(s.message()));
+  }
+  absl::StatusOr<int> port = berth.WaitListening(std::chrono::seconds(30));
+  if (!port.ok()) return fail(std::string(port.status().message()));
+  httplib::Client ops("127.0.0.1", *port);
+  ops.set_read_timeout(10, 0);
+  auto metrics = [&]() -> std::string {
+    auto r = ops.Get("/metrics");
+    return r && r->status == 200 ? r->body : std::string();
+  };
+  {
+    const auto deadline = SteadyClock::now() + std::chrono::seconds(60);
+    bool ready = false;
+    while (!ready && SteadyClock::now() < deadline) {
+      auto r = ops.Get("/readyz");
+      ready = r && r->status == 200;
+      if (!ready) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    if (!ready) return fail(StrCat("berth did not become ready; see ", dir, "/berth.log"));
+    // Ready comes with the first lists; each collection's watch opens just after. The window
+    // starts once the watches are all open and the lists' work is done.
+    int open = -1, same = 0;
+    while (same < 3 && SteadyClock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      const int now = api.open_watches();
+      same = now == open && now > 0 ? same + 1 : 0;
+      open = now;
+    }
+  }
+
+  HttpConnection verbs;
+  if (auto s = verbs.Connect("127.0.0.1", *port); !s.ok()) return fail(std::string(s.message()));
+
+  // ---- the window: from the pods' creation to the last binding on berth's watch ----
+  api.ClearCalls();
+  const auto watch_before = api.watch_bytes();
+  const CpuSnapshot cpu_before = ReadCpu(berth.pid());
+  PerfRecord perf;
+  if (!perf_out.empty()) perf.Start(berth.pid(), perf_out);
+  const auto t0 = SteadyClock::now();
+
+  struct Pending {
+    std::string name, uid, json;
+    int64_t cpu_milli = 0, memory = 0;
+  };
+  std::vector<Pending> pending;
+  for (int i = 0; i < o.pods; ++i) {
+    PendingPodSpec spec = PendingPodSpecOf(PendingKind::kFits);
+    spec.name = StrCat("bench-", i);
+    spec.ns = "bench";
+    Json pod = Json::parse(PendingPodJson(spec));
+    pod["metadata"].erase("uid");
+    pod["metadata"].erase("resourceVersion");
+    pod["metadata"].erase("creationTimestamp");
+    pod["spec"].erase("nodeName");
+    pod["metadata"]["annotations"]["berth.io/pool"] = "bench";  // its home pool: no borrowing
+    absl::StatusOr<Json> made = api.Create("pods", "bench", std::move(pod));
+    if (!made.ok()) return fail(StrCat("pod: ", made.status().message()));
+    Pending p;
+    p.name = spec.name;
+    p.uid = (*made)["metadata"]["uid"].get<std::string>();
+    for (const Json& c : (*made)["spec"]["containers"]) {
+      const Json& req = c["resources"]["requests"];
+      if (req.contains("cpu")) p.cpu_milli += Milli(req["cpu"]);
+      if (req.contains("memory")) p.memory += Units(req["memory"]);
+    }
+    p.json = made->dump();
+    pending.push_back(std::move(p));
+  }
+  // kube-scheduler's informer and berth's watch see the pods at about the same time; the loop
+  // starts once berth has them all, as a scheduler starting on a backlog would.
+  {
+    const auto deadline = SteadyClock::now() + std::chrono::seconds(60);
+    while (MetricValue(metrics(), "berth_pods") < o.pods) {
+      if (SteadyClock::now() > deadline) return fail("berth did not see every pod within 60 s");
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+  }
+
+  const int want = FeasibleToFind(nodes, percentage);
+  int next_start = 0;
+  std::mt19937_64 rng(42);
+  std::vector<int> queue(static_cast<size_t>(o.pods));
+  for (int i = 0; i < o.pods; ++i) queue[static_cast<size_t>(i)] = i;
+  struct Parked {
+    int pod;
+    SteadyClock::time_point retry;
+  };
+  std::vector<Parked> parked;
+  std::string answer;
+  const auto loop_deadline = SteadyClock::now() + std::chrono::minutes(10);
+  size_t head = 0;
+  while (head < queue.size() || !parked.empty()) {
+    if (SteadyClock::now() > loop_deadline) return fail("pods still unbound after 10 minutes");
+    if (head == queue.size()) {
+      // kube-scheduler's backoff: a parked pod comes back after its second (or on a nudge; the
+      // bench retries on the timer only).
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      const auto now = SteadyClock::now();
+      for (auto it = parked.begin(); it != parked.end();) {
+        if (it->retry <= now) {
+          queue.push_back(it->pod);
+          it = parked.erase(it);
+        } else {
+          ++it;
+        }
+      }
+      continue;
+    }
+    const int pi = queue[head++];
+    Pending& p = pending[static_cast<size_t>(pi)];
+    // kube-scheduler's own filters (resource fit) over its rotating sample.
+    std::vector<int> feasible;
+    int processed = 0;
+    for (; processed < nodes && static_cast<int>(feasible.size()) < want; ++processed) {
+      const int n = (next_start + processed) % nodes;
+      const NodeRoom& r = room[static_cast<size_t>(n)];
+      if (r.cpu_milli >= p.cpu_milli && r.memory >= p.memory) feasible.push_back(n);
+    }
+    next_start = (next_start + processed) % nodes;
+    if (feasible.empty()) return fail("the cluster is full: more nodes or fewer pods");
+    std::string body = StrCat(R"({"Pod":)", p.json, R"(,"NodeNames":[)");
+    for (size_t k = 0; k < feasible.size(); ++k) {
+      StrAppend(&body, k ? "," : "", "\"", room[static_cast<size_t>(feasible[k])].name, "\"");
+    }
+    body += "]}";
+    ++f.attempts;
+    f.verb_bytes_sent += static_cast<int64_t>(body.size());
+    absl::StatusOr<int> code = verbs.Post("/filter", body, &answer);
+    if (!code.ok() || *code != 200) return fail(StrCat("filter: ", code.ok() ? StrCat("HTTP ", *code) : std::string(code.status().message())));
+    f.verb_bytes_received += static_cast<int64_t>(answer.size());
+    Json fr = Json::parse(answer, nullptr, false);
+    if (fr.is_discarded() || (fr.contains("Error") && !fr["Error"].get<std::string>().empty())) {
+      return fail(StrCat("filter answered: ", answer.substr(0, 300)));
+    }
+    std::vector<std::string> passed;
+    if (fr["NodeNames"].is_array()) {
+      for (const Json& n : fr["NodeNames"]) passed.push_back(n.get<std::string>());
+    }
+    if (passed.empty()) {
+      ++f.parked;
+      parked.push_back({pi, SteadyClock::now() + std::chrono::seconds(1)});
+      continue;
+    }
+    std::string chosen = passed[0];
+    if (passed.size() > 1) {
+      body = StrCat(R"({"Pod":)", p.json, R"(,"NodeNames":[)");
+      for (size_t k = 0; k < passed.size(); ++k) StrAppend(&body, k ? "," : "", "\"", passed[k], "\"");
+      body += "]}";
+      f.verb_bytes_sent += static_cast<int64_t>(body.size());
+      code = verbs.Post("/prioritize", body, &answer);
+      if (!code.ok() || *code != 200) return fail(StrCat("prioritize: ", code.ok() ? StrCat("HTTP ", *code) : std::string(code.status().message())));
+      f.verb_bytes_received += static_cast<int64_t>(answer.size());
+      Json pr = Json::parse(answer, nullptr, false);
+      if (!pr.is_array()) return fail(StrCat("prioritize answered: ", answer.substr(0, 300)));
+      // Hosts left out score 0; the best score wins, ties drawn at random (kube-scheduler's
+      // selectHost samples among equal scores).
+      std::map<std::string, int64_t> score;
+      for (const Json& h : pr) score[h.value("Host", "")] = h.value("Score", int64_t{0});
+      int64_t best = -1;
+      int ties = 0;
+      for (const std::string& n : passed) {
+        auto it = score.find(n);
+        const int64_t s = it == score.end() ? 0 : it->second;
+        if (s > best) {
+          best = s;
+          chosen = n;
+          ties = 1;
+        } else if (s == best && std::uniform_int_distribution<int>(0, ties++)(rng) == 0) {
+          chosen = n;
+        }
+      }
+    }
+    body = StrCat(R"({"PodName":")", p.name, R"(","PodNamespace":"bench","PodUID":")", p.uid,
+                  R"(","Node":")", chosen, R"("})");
+    f.verb_bytes_sent += static_cast<int64_t>(body.size());
+    code = verbs.Post("/bind", body, &answer);
+    if (!code.ok() || *code != 200) return fail(StrCat("bind: ", code.ok() ? StrCat("HTTP ", *code) : std::string(code.status().message())));
+    f.verb_bytes_received += static_cast<int64_t>(answer.size());
+    Json br = Json::parse(answer, nullptr, false);
+    if (br.is_discarded() || (br.contains("Error") && !br["Error"].get<std::string>().empty())) {
+      return fail(StrCat("bind answered: ", answer.substr(0, 300)));
+    }
+    for (NodeRoom& r : room) {
+      if (r.name == chosen) {
+        r.cpu_milli -= p.cpu_milli;
+        r.memory -= p.memory;
+        break;
+      }
+    }
+  }
+  // Every binding in the API server, and berth has seen each come back on its watch.
+  {
+    const auto deadline = SteadyClock::now() + std::chrono::seconds(60);
+    while (true) {
+      const std::string m = metrics();
+      if (static_cast<int>(api.bindings().size()) >= o.pods && MetricValue(m, "berth_binds_in_flight") == 0) break;
+      if (SteadyClock::now() > deadline) return fail("bindings not confirmed within 60 s");
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  }
+  const auto t1 = SteadyClock::now();
+  const CpuSnapshot cpu_after = ReadCpu(berth.pid());
+  perf.Stop();
+  f.wall_s = std::chrono::duration<double>(t1 - t0).count();
+  f.cpu_by_role = CpuDelta(cpu_before, cpu_after);
+  for (const auto& [role, ns] : f.cpu_by_role) f.cpu_ns += ns;
+  f.bound = static_cast<int>(api.bindings().size());
+  for (const testing::RecordedCall& c : api.calls()) {
+    // The bench's own metric reads go to berth, not the API server: every recorded call is berth's.
+    ++f.api_calls;
+    ++f.api_by_kind[KindOf(c)];
+    f.api_bytes_sent += static_cast<int64_t>(c.body.size());
+    f.api_bytes_received += static_cast<int64_t>(c.response_bytes);
+    if (c.method == "PATCH" && c.resource == "pods" && c.body.find("berth.io/admitted") != std::string::npos) ++f.nudges;
+  }
+  for (const auto& [res, bytes] : api.watch_bytes()) {
+    auto it = watch_before.find(res);
+    f.watch_bytes += static_cast<int64_t>(bytes - (it == watch_before.end() ? 0 : it->second));
+  }
+  f.api_bytes_received += f.watch_bytes;
+  berth.Stop();
+  std::remove(kubeconfig.c_str());
+  std::remove(config.c_str());
+  std::remove(StrCat(dir, "/berth.log").c_str());
+  ::rmdir(dir);
+  return f;
+}
+
+std::string Ratio(double now, double before) {
+  if (before <= 0) return "-";
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.2fx", now / before);
+  return buf;
+}
+
+}  // namespace
+
+int RunLoopBench(int argc, char** argv) {
+  std::optional<LoopOptions> parsed = ParseLoopArgs(argc, argv);
+  if (!parsed) return 2;
+  const LoopOptions& o = *parsed;
+  std::printf("\nloop: berth as kube-scheduler's extender, %d pending pods (4 cpu, 16Gi) bound one at a time; "
+              "berth %s%s%s\n",
+              o.pods, o.berth.c_str(), o.before.empty() ? "" : ", before: ", o.before.c_str());
+  std::printf("per scheduled pod: berth's CPU (all its threads), API calls and bytes (bodies and watch events), "
+              "verb bytes (kube-scheduler <-> berth)\n");
+  int rc = 0;
+  for (int nodes : o.sizes) {
+    for (int pct : o.percentages) {
+      const int sample = FeasibleToFind(nodes, pct);
+      std::vector<RunFigures> now_runs, before_runs;
+      for (int round = 0; round < o.rounds; ++round) {
+        // Alternated, so a slow moment of the machine does not fall on one binary only.
+        if (!o.before.empty()) before_runs.push_back(RunOnce(o, o.before, nodes, pct, ""));
+        const std::string perf =
+            o.perf_out.empty() || round > 0 ? "" : StrCat(o.perf_out, "-", nodes, "-", pct, ".data");
+        now_runs.push_back(RunOnce(o, o.berth, nodes, pct, perf));
+      }
+      auto median = [](std::vector<RunFigures>& runs) -> const RunFigures* {
+        if (runs.empty()) return nullptr;
+        for (const RunFigures& r : runs) {
+          if (!r.ok) return &r;
+        }
+        std::sort(runs.begin(), runs.end(), [](const RunFigures& a, const RunFigures& b) { return a.cpu_ns < b.cpu_ns; });
+        return &runs[runs.size() / 2];
+      };
+      const RunFigures* now = median(now_runs);
+      const RunFigures* before = median(before_runs);
+      for (const RunFigures* r : {before, now}) {
+        if (r != nullptr && (!r->ok || r->bound < r->pods)) {
+          std::printf("  %d nodes, pct %d: FAILED (%s): %s\n", nodes, pct, r == now ? "berth" : "before",
+                      r->ok ? StrCat(r->bound, " of ", r->pods, " pods bound").c_str() : r->error.c_str());
+          rc = 1;
+        }
+      }
+      if (rc != 0) continue;
+      const double n = now->pods;
+      const double cpu = now->cpu_ns / 1e3 / n, calls = now->api_calls / n,
+                   api_kb = (now->api_bytes_sent + now->api_bytes_received) / 1024.0 / n,
+                   verb_kb = (now->verb_bytes_sent + now->verb_bytes_received) / 1024.0 / n;
+      std::printf("%5d nodes, percentageOfNodesToScore %3d (%4d candidates): CPU %7.1f us/pod, API calls %.2f/pod, "
+                  "API %.1f KB/pod, verbs %.1f KB/pod, %.1f filters/pod, %.2f s",
+                  nodes, pct, sample, cpu, calls, api_kb, verb_kb, now->attempts / n, now->wall_s);
+      if (before != nullptr) {
+        const double bn = before->pods;
+        std::printf("\n%5s  before (same run):%27s CPU %7.1f us/pod (%s), API calls %.2f/pod (%s), API %.1f KB/pod (%s), "
+                    "verbs %.1f KB/pod (%s)",
+                    "", "", before->cpu_ns / 1e3 / bn, Ratio(cpu, before->cpu_ns / 1e3 / bn).c_str(),
+                    before->api_calls / bn, Ratio(calls, before->api_calls / bn).c_str(),
+                    (before->api_bytes_sent + before->api_bytes_received) / 1024.0 / bn,
+                    Ratio(api_kb, (before->api_bytes_sent + before->api_bytes_received) / 1024.0 / bn).c_str(),
+                    (before->verb_bytes_sent + before->verb_bytes_received) / 1024.0 / bn,
+                    Ratio(verb_kb, (before->verb_bytes_sent + before->verb_bytes_received) / 1024.0 / bn).c_str());
+      }
+      std::printf("\n");
+      std::string calls_detail, cpu_detail;
+      for (const auto& [kind, count] : now->api_by_kind) StrAppend(&calls_detail, calls_detail.empty() ? "" : ", ", kind, " ", count);
+      std::vector<std::pair<int64_t, std::string>> roles;
+      for (const auto& [role, ns] : now->cpu_by_role) roles.push_back({ns, role});
+      std::sort(roles.rbegin(), roles.rend());
+      for (const auto& [ns, role] : roles) {
+        if (ns < now->cpu_ns / 200) continue;  // below 0.5 %
+        char buf[96];
+        std::snprintf(buf, sizeof(buf), "%s %.1f", role.c_str(), ns / 1e3 / n);
+        StrAppend(&cpu_detail, cpu_detail.empty() ? "" : ", ", buf);
+      }
+      std::printf("         API calls: %s; nudges %d; pods parked %d; watch %.1f KB/pod\n", calls_detail.c_str(),
+                  now->nudges, now->parked, now->watch_bytes / 1024.0 / n);
+      std::printf("         CPU us/pod by thread: %s\n", cpu_detail.c_str());
+      if (before != nullptr) {
+        std::string bcalls;
+        for (const auto& [kind, count] : before->api_by_kind) StrAppend(&bcalls, bcalls.empty() ? "" : ", ", kind, " ", count);
+        std::printf("         before: API calls: %s; nudges %d; pods parked %d\n", bcalls.c_str(), before->nudges,
+                    before->parked);
+      }
+      std::fflush(stdout);
+    }
+  }
+  return rc;
+}
+
+}  // namespace berth::bench
