@@ -1,5 +1,6 @@
 #include "extender/kube/writer.h"
 
+#include <optional>
 #include <random>
 #include <thread>
 
@@ -64,11 +65,14 @@ absl::StatusOr<Response> KubeWriter::CallWithRetry(std::string_view method, cons
                                                    absl::Duration budget) {
   const absl::Time deadline = absl::Now() + budget;
   absl::Duration backoff = absl::Milliseconds(100);
-  std::mt19937_64 rng{std::random_device{}()};
+  // Seeded only when a retry needs jitter: most writes succeed at once, and a random_device and
+  // a Mersenne Twister per binding cost more than the binding's own JSON.
+  std::optional<std::mt19937_64> rng;
   while (true) {
     absl::StatusOr<Response> r = client_->Call(method, path, body, content_type);
     if (!Retryable(r)) return r;
-    absl::Duration wait = backoff * std::uniform_real_distribution<double>(0.5, 1.0)(rng);
+    if (!rng) rng.emplace(std::random_device{}());
+    absl::Duration wait = backoff * std::uniform_real_distribution<double>(0.5, 1.0)(*rng);
     if (r.ok() && r->retry_after) wait = std::max(wait, absl::Seconds(*r->retry_after));
     if (absl::Now() + wait >= deadline) return r;
     spdlog::debug("kubernetes: {} {} answered {}; retrying in {}", method, path,
