@@ -6,6 +6,7 @@
 #include <map>
 #include <utility>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
 #include "core/placement.h"
@@ -67,11 +68,34 @@ struct Group {
   }
 };
 
+// Room kube-scheduler keeps for pods it nominated to a node after preempting for them, by node
+// slot: the requests of waiting pods whose status.nominatedNodeName names the node, at
+// `priority` or above, other than `own` (the gang's own members). kube-scheduler's resource fit
+// counts such pods as placed for any pod of lower or equal priority (addNominatedPods), so a gang
+// planned into that room would never be offered the node, and would wait out its reservations.
+absl::flat_hash_map<core::NodeSlot, core::ResourceVector> NominatedRoom(
+    const core::ClusterState& state, int32_t priority, const std::vector<const core::PodState*>& own) {
+  absl::flat_hash_map<core::NodeSlot, core::ResourceVector> held;
+  state.ForEachPod([&](core::PodSlot, const core::PodState& p) {
+    if (p.pod.nominated_node.empty() || !p.pod.node_name.empty() || p.pod.terminating ||
+        core::IsTerminal(p.pod.phase) || p.pod.priority < priority) {
+      return;
+    }
+    if (std::find(own.begin(), own.end(), &p) != own.end()) return;
+    const core::NodeSlot slot = state.FindNodeSlot(p.pod.nominated_node.view());
+    if (slot != core::kNoNode) held[slot].Add(p.pod.request);
+  });
+  return held;
+}
+
 // Free room per node slot for one planning pass, read from a what-if (its evictions counted)
-// and cached: the search reads each node's room many times.
+// and cached: the search reads each node's room many times. Room held for nominated pods
+// (NominatedRoom) is not free.
 class Room {
  public:
-  explicit Room(WhatIf& whatif) : whatif_(whatif) {}
+  explicit Room(WhatIf& whatif,
+                absl::flat_hash_map<core::NodeSlot, core::ResourceVector> nominated = {})
+      : whatif_(whatif), nominated_(std::move(nominated)) {}
   const core::ResourceVector& Free(core::NodeSlot slot) {
     if (slot >= known_.size()) {
       known_.resize(slot + 1, 0);
@@ -80,6 +104,7 @@ class Room {
     if (!known_[slot]) {
       known_[slot] = 1;
       free_[slot] = whatif_.Free(whatif_.state().node(slot));
+      if (auto it = nominated_.find(slot); it != nominated_.end()) free_[slot].Sub(it->second);
     }
     return free_[slot];
   }
@@ -97,6 +122,7 @@ class Room {
 
  private:
   WhatIf& whatif_;
+  absl::flat_hash_map<core::NodeSlot, core::ResourceVector> nominated_;
   std::vector<char> known_;
   std::vector<core::ResourceVector> free_;
 };
@@ -531,7 +557,7 @@ GangOutcome GangPlanner::PlanAdmission(const CycleContext& ctx, const GangView& 
   const std::vector<core::NodeSlot> placed_nodes = PlacedNodes(state, gang);
   // A what-if handed in (pods it already evicted) is the starting point; it is not changed.
   WhatIf whatif = ctx.whatif != nullptr ? *ctx.whatif : WhatIf(state, ctx.now, ctx.pipeline);
-  Room room(whatif);
+  Room room(whatif, NominatedRoom(state, to_place.front()->pod.priority, gang.pending));
   if (gang.group != nullptr && !gang.group->min_resources.IsZero()) {
     core::ResourceVector free;
     state.ForEachNode([&](core::NodeSlot s, const core::NodeState&) { free.Add(room.Free(s)); });

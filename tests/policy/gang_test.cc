@@ -321,6 +321,42 @@ TEST_CASE("gang admission: one node when one holds every member, the fullest suc
   CHECK(o.placeable == 2);
 }
 
+TEST_CASE("gang admission: room kube-scheduler keeps for a nominated pod is not free", "[gang]") {
+  // a2 is the fullest node that holds both members; a pod kube-scheduler nominated there after
+  // preempting (status.nominatedNodeName) at the gang's priority or above keeps that room, as
+  // kube-scheduler's resource fit counts it. A lower-priority nomination, a bound pod's stale
+  // one and the gang's own member's do not.
+  auto nominated = [](std::string uid, std::string node, int32_t priority) {
+    core::Pod p = CorePod(std::move(uid), "", 2000, kGi);
+    p.nominated_node = std::move(node);
+    p.priority = priority;
+    return core::ModelEvent{core::PodUpsert{std::move(p)}};
+  };
+  auto plan = [](Cluster& c) {
+    auto view = c.model.Read();
+    const GangOutcome o = Admit(c, *view, View(c, *view));
+    REQUIRE(o.plan.has_value());
+    return Named(*view, o.plan->placements);
+  };
+  Cluster c;
+  c.Add({NodeAt("a1", "l1"), NodeAt("a2", "l1"), Filler("a2", 4000), Group("g", 2),
+         Member("g0", "g", "", 2000), Member("g1", "g", "", 2000)});
+  CHECK(plan(c) == Strings{"pod-g0@a2", "pod-g1@a2"});
+  c.Add({nominated("low", "a2", -1)});
+  CHECK(plan(c) == Strings{"pod-g0@a2", "pod-g1@a2"});
+  core::Pod own = GangPod("g1", "g", "", 2000);
+  own.nominated_node = "a2";
+  c.Add({core::PodUpsert{own}});
+  CHECK(plan(c) == Strings{"pod-g0@a2", "pod-g1@a2"});
+  c.Add({nominated("preemptor", "a2", 0)});
+  CHECK(plan(c) == Strings{"pod-g0@a1", "pod-g1@a1"});
+  // Bound elsewhere, its nomination no longer holds anything on a2 (its room is on a1 now).
+  core::Pod bound = CorePod("preemptor", "a1", 2000, kGi);
+  bound.nominated_node = "a2";
+  c.Add({core::PodUpsert{bound}});
+  CHECK(plan(c) == Strings{"pod-g0@a2", "pod-g1@a2"});
+}
+
 TEST_CASE("gang admission: the smallest domain that holds the members", "[gang][topology]") {
   // No node holds two members; nodes are listed widest first, so the order of the slots
   // does not lead to the answer.
