@@ -97,17 +97,18 @@ std::vector<NodeVerdict> Framework::Filter(const core::Pod& pod,
   };
   std::vector<NodeVerdict> verdicts = run();
   if (gang_member && NoneFit(verdicts)) {
-    if (ReplanGangMember(pod, candidates)) {
+    std::string not_offered;
+    if (ReplanGangMember(pod, candidates, &not_offered)) {
       // kube-scheduler did not offer the member's reserved node (or it no longer fits there):
       // its room moved to a candidate near the rest of the gang.
       verdicts = run();
-    } else if (std::optional<std::string> node = ReservedNodeNotOffered(pod, candidates)) {
+    } else if (!not_offered.empty()) {
       // No candidate near the gang either. kube-scheduler parks the member as unschedulable
       // and, with nothing else changing, would not ask again for minutes, past the gang's
       // timeout. Sampled candidates (percentageOfNodesToScore below 100) start at a new node
       // on every attempt, so the member is nudged to be asked again with another sample.
       effects_->NudgeAtNextTick(std::string(pod.uid.view()),
-                                StrCat("its reserved node ", *node, " was not among the nodes offered"));
+                                StrCat("its reserved node ", not_offered, " was not among the nodes offered"));
     }
   }
   if (NoneFit(verdicts) && managed && !gang_member && !queued) {
@@ -277,18 +278,9 @@ std::optional<NodeVerdict> Framework::PrepareGang(const core::Pod& pod) {
   return std::nullopt;
 }
 
-std::optional<std::string> Framework::ReservedNodeNotOffered(
-    const core::Pod& pod, std::span<const std::string_view> candidates) const {
-  auto view = model_->Read();
-  const core::Reservation* r = view->FindReservation(pod.uid.view());
-  if (r == nullptr || r->gang.empty() || r->node == core::kNoNode) return std::nullopt;
-  const std::string_view node = view->node(r->node).node.name;
-  if (std::find(candidates.begin(), candidates.end(), node) != candidates.end()) return std::nullopt;
-  return std::string(node);
-}
-
 bool Framework::ReplanGangMember(const core::Pod& pod,
-                                 std::span<const std::string_view> candidates) {
+                                 std::span<const std::string_view> candidates,
+                                 std::string* not_offered) {
   const GangPlanner* planner = pipeline_->gangs();
   auto key = GangOf(pod);
   if (planner == nullptr || !key) return false;
@@ -301,10 +293,17 @@ bool Framework::ReplanGangMember(const core::Pod& pod,
     if (p == nullptr || r == nullptr || r->gang.empty()) return false;
     const GangView g = ViewGang(*view, key->first, key->second, planner->config());
     std::vector<core::NodeSlot> allowed;
+    bool offered = false;
     for (std::string_view c : candidates) {
       const core::NodeSlot s = view->FindNodeSlot(c);
-      if (s != core::kNoNode && s != r->node) allowed.push_back(s);
+      if (s == core::kNoNode) continue;
+      if (s == r->node) {
+        offered = true;
+      } else {
+        allowed.push_back(s);
+      }
     }
+    if (!offered && r->node != core::kNoNode) *not_offered = view->node(r->node).node.name;
     const std::optional<core::NodeSlot> to = planner->ReplanMember(
         *view, g, *p, allowed, pipeline_->Eligibility(*view, clock_->Now()), clock_->Now(),
         pipeline_.get());

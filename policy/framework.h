@@ -133,10 +133,9 @@ class Framework {
   std::optional<NodeVerdict> PrepareGang(const core::Pod& pod);
   /// After filtering a member whose reserved node kube-scheduler did not offer (or that no
   /// longer fits): moves its reservation to a candidate near the gang. \return whether it moved.
-  bool ReplanGangMember(const core::Pod& pod, std::span<const std::string_view> candidates);
-  /// The node of the gang member's reservation when it is not among `candidates`.
-  std::optional<std::string> ReservedNodeNotOffered(const core::Pod& pod,
-                                                    std::span<const std::string_view> candidates) const;
+  /// `*not_offered` gets the reserved node's name when it is not among `candidates`.
+  bool ReplanGangMember(const core::Pod& pod, std::span<const std::string_view> candidates,
+                        std::string* not_offered);
   /// PostFilter: plans a reclaim for a berth pod no candidate takes, holds the room for it and
   /// records the evictions of the victims. kHeld: room is held for the pod (now or from before).
   Reclaim StartReclaim(const core::Pod& pod);
