@@ -26,9 +26,18 @@ ResourceVector NodeState::Free() const {
 // ---- ClusterState (reads) --------------------------------------------------------------------
 
 NodeSlot ClusterState::FindNodeSlot(std::string_view name) const {
-  auto it = node_by_name_.find(name);
-  if (it == node_by_name_.end() || !nodes_[it->second].present) return kNoNode;
-  return it->second;
+  const NodeSlot slot = node_by_name_.Find(name);
+  return slot == kNoNode || !nodes_[slot].present ? kNoNode : slot;
+}
+
+void ClusterState::FindNodes(std::span<const std::string_view> names, const NodeState** out) const {
+  static_assert(sizeof(NodeSlot) == sizeof(NodeDirectory::Slot));
+  std::vector<NodeSlot> slots(names.size());
+  node_by_name_.FindMany(names, slots.data());
+  for (size_t i = 0; i < names.size(); ++i) {
+    const NodeState* n = slots[i] == kNoNode ? nullptr : &nodes_[slots[i]];
+    out[i] = n != nullptr && n->present ? n : nullptr;
+  }
 }
 
 const NodeState* ClusterState::FindNode(std::string_view name) const {
@@ -222,6 +231,16 @@ size_t GrowIfShort(const Map& live, size_t inserts, size_t room, std::optional<M
   return want - live.size();
 }
 
+// The same for the node directory, whose copy also leaves erased names' bytes behind.
+size_t GrowIfShort(const NodeDirectory& live, size_t inserts, size_t room,
+                   std::optional<NodeDirectory>* grown) {
+  room = std::min(room, live.room());
+  if (room >= inserts) return room;
+  const size_t more = std::max({inserts, live.size() / 2, kMinIndexRoom});
+  grown->emplace(live, more);
+  return more;
+}
+
 // Counts down the room of an index for one insert.
 void Took(size_t* room) {
   if (*room > 0) --*room;
@@ -287,7 +306,7 @@ ClusterModel::Adds ClusterModel::AddsOf(std::span<const ModelEvent> events) cons
   absl::flat_hash_set<std::string_view> new_nodes;
   auto node = [&](std::string_view name) {
     ++adds.nodes;
-    if (!node_by_name_.contains(name)) new_nodes.insert(name);
+    if (!node_by_name_.Contains(name)) new_nodes.insert(name);
   };
   for (const ModelEvent& event : events) {
     if (const auto* e = std::get_if<PodUpsert>(&event)) {
@@ -306,11 +325,11 @@ ClusterModel::Adds ClusterModel::AddsOf(std::span<const ModelEvent> events) cons
 void ClusterModel::Touch(NodeSlot slot) { nodes_[slot].generation = generation_; }
 
 NodeSlot ClusterModel::NodeSlotFor(std::string_view name) {
-  if (auto it = node_by_name_.find(name); it != node_by_name_.end()) return it->second;
+  if (const NodeSlot known = node_by_name_.Find(name); known != kNoNode) return known;
   const NodeSlot slot = nodes_.Take();  // a fresh NodeState: MaybeFreeNodeSlot clears it
   nodes_[slot].node.name = name;
   nodes_[slot].slot = slot;
-  node_by_name_.emplace(name, slot);
+  node_by_name_.Insert(name, slot);
   Took(&room_.nodes);
   return slot;
 }
@@ -318,7 +337,7 @@ NodeSlot ClusterModel::NodeSlotFor(std::string_view name) {
 void ClusterModel::MaybeFreeNodeSlot(NodeSlot slot) {
   NodeState& n = nodes_[slot];
   if (n.present || !n.pods.empty() || n.binds_in_flight > 0 || n.reservations > 0) return;
-  node_by_name_.erase(n.node.name);
+  node_by_name_.Erase(n.node.name);
   n = NodeState{};
   nodes_.Free(slot);
 }
@@ -592,8 +611,7 @@ absl::Status ClusterModel::CheckPodTotals(const Pod& pod) const {
   const bool placed = !pod.node_name.empty() && !IsTerminal(pod.phase);
   if (!pod.node_name.empty() || IsTerminal(pod.phase)) release_ledger_and_reservation(pod.uid);
   if (!placed) return absl::OkStatus();  // nothing is added anywhere
-  auto nit = node_by_name_.find(pod.node_name);
-  change.Add(nit == node_by_name_.end() ? kNoNode : nit->second, pod.request, +1);
+  change.Add(node_by_name_.Find(pod.node_name), pod.request, +1);
   return change.Check(nodes_, *resources_, pod.node_name);
 }
 
@@ -609,9 +627,8 @@ void ClusterModel::UpsertNode(Node node, ApplyStats* stats) {
 }
 
 void ClusterModel::DeleteNode(const std::string& name, ApplyStats* stats) {
-  auto it = node_by_name_.find(name);
-  if (it == node_by_name_.end() || !nodes_[it->second].present) return;  // idempotent
-  const NodeSlot slot = it->second;
+  const NodeSlot slot = node_by_name_.Find(name);
+  if (slot == kNoNode || !nodes_[slot].present) return;  // idempotent
   NodeState& n = nodes_[slot];
   n.present = false;
   --present_nodes_;

@@ -126,8 +126,10 @@ std::vector<NodeVerdict> Pipeline::Filter(const CycleContext& ctx,
   CycleContext cycle = Own(ctx);
   if (cycle.cycle == nullptr) cycle.cycle = &state;
   NodeVerdict admitted = PreFilter(cycle);
+  std::vector<const core::NodeState*> nodes(candidates.size());
+  cycle.state.FindNodes(candidates, nodes.data());
   for (size_t i = 0; i < candidates.size(); ++i) {
-    const core::NodeState* node = cycle.state.FindNode(candidates[i]);
+    const core::NodeState* node = nodes[i];
     if (node == nullptr) {
       out[i] = UnknownNodeVerdict();
     } else if (!admitted.ok()) {
@@ -199,8 +201,10 @@ std::vector<int64_t> Pipeline::Score(const CycleContext& ctx,
   CycleContext cycle = Own(ctx);
   if (cycle.cycle == nullptr) cycle.cycle = &state;
   const std::vector<char> applies = Applying(points_.score, cycle);
+  std::vector<const core::NodeState*> nodes(candidates.size());
+  cycle.state.FindNodes(candidates, nodes.data());
   for (size_t i = 0; i < candidates.size(); ++i) {
-    if (const core::NodeState* node = cycle.state.FindNode(candidates[i])) {
+    if (const core::NodeState* node = nodes[i]) {
       out[i] = WeightedMean(points_.score, applies, cycle, *node);
     }
   }
