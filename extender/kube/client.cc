@@ -1,8 +1,5 @@
 #include "extender/kube/client.h"
 
-#include <openssl/pem.h>
-#include <openssl/x509.h>
-
 #include <algorithm>
 #include <cctype>
 #include <utility>
@@ -10,25 +7,22 @@
 #include "absl/strings/ascii.h"
 #include "core/strings.h"
 #include "extender/config.h"
-#include "httplib.h"
 #include "nlohmann/json.hpp"
 
 namespace berth::extender::kube {
 namespace {
 
 constexpr size_t kMaxIdleConnections = 8;
+/// Unary answers larger than this are refused (lists are paged far below it).
+constexpr uint64_t kMaxResponseBytes = 1ull << 30;
+/// Of an error answer to a stream, this much is kept (a Status is a few hundred bytes).
+constexpr uint64_t kMaxStreamErrorBytes = 1 << 20;
 
 std::string Trim(std::string s) {
   while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.pop_back();
   size_t i = 0;
   while (i < s.size() && std::isspace(static_cast<unsigned char>(s[i]))) ++i;
   return s.substr(i);
-}
-
-void SetTimeout(httplib::ClientImpl& c, void (httplib::ClientImpl::*setter)(time_t, time_t),
-                absl::Duration d) {
-  const int64_t us = std::max<int64_t>(absl::ToInt64Microseconds(d), 1000);
-  (c.*setter)(static_cast<time_t>(us / 1000000), static_cast<time_t>(us % 1000000));
 }
 
 absl::StatusCode CodeForHttp(int status) {
@@ -98,47 +92,25 @@ std::string UrlEncode(std::string_view value) {
 void StreamHandle::Stop() {
   stopped_.store(true);
   std::lock_guard<std::mutex> lock(mu_);
-  // ClientImpl::stop() only shuts the socket down while a request is in flight, which is the
-  // one thread-safe way to interrupt a blocked read.
-  if (client_ != nullptr) client_->stop();
+  // Shutting the socket down is the one thread-safe way to interrupt a blocked read.
+  if (connection_ != nullptr) connection_->Interrupt();
 }
 
-void StreamHandle::Attach(httplib::ClientImpl* client) {
+void StreamHandle::Attach(ApiConnection* connection) {
   std::lock_guard<std::mutex> lock(mu_);
-  client_ = client;
+  connection_ = connection;
 }
 
 void StreamHandle::Detach() {
   std::lock_guard<std::mutex> lock(mu_);
-  client_ = nullptr;
+  connection_ = nullptr;
 }
 
 // ---------------------------------------------------------------------------------------------
 // KubeClient
 
-struct KubeClient::Tls {
-  X509* client_cert = nullptr;
-  EVP_PKEY* client_key = nullptr;
-  std::vector<X509*> ca;  // the CA bundle; a fresh X509_STORE is built per connection, because
-                          // an SSL_CTX takes ownership of the store it is given
-
-  ~Tls() {
-    if (client_cert) X509_free(client_cert);
-    if (client_key) EVP_PKEY_free(client_key);
-    for (X509* c : ca) X509_free(c);
-  }
-};
-
-namespace {
-
-std::unique_ptr<BIO, decltype(&BIO_free)> MemBio(const std::string& pem) {
-  return {BIO_new_mem_buf(pem.data(), static_cast<int>(pem.size())), &BIO_free};
-}
-
-}  // namespace
-
 KubeClient::KubeClient(ClientConfig config, ClientOptions options)
-    : config_(std::move(config)), options_(std::move(options)), tls_(std::make_unique<Tls>()) {}
+    : config_(std::move(config)), options_(std::move(options)) {}
 
 KubeClient::~KubeClient() = default;
 
@@ -158,91 +130,46 @@ absl::Status KubeClient::Init() {
   const bool v6 = config_.host.find(':') != std::string::npos;
   server_ = StrCat(config_.scheme, "://", v6 ? "[" : "", config_.host, v6 ? "]" : "", ":",
                    config_.port, config_.base_path);
-  connect_host_ = config_.tls_server_name.empty() ? config_.host : config_.tls_server_name;
-
-  if (!config_.client_cert_pem.empty() || !config_.client_key_pem.empty()) {
-    auto cert_bio = MemBio(config_.client_cert_pem);
-    tls_->client_cert = PEM_read_bio_X509(cert_bio.get(), nullptr, nullptr, nullptr);
-    if (tls_->client_cert == nullptr) {
-      return absl::InvalidArgumentError(StrCat(config_.source, ": the client certificate is not a PEM certificate"));
-    }
-    auto key_bio = MemBio(config_.client_key_pem);
-    tls_->client_key = PEM_read_bio_PrivateKey(key_bio.get(), nullptr, nullptr, nullptr);
-    if (tls_->client_key == nullptr) {
-      return absl::InvalidArgumentError(StrCat(config_.source, ": the client key is not a PEM private key"));
-    }
-  }
-  if (!config_.ca_pem.empty()) {
-    auto bio = MemBio(config_.ca_pem);
-    while (X509* cert = PEM_read_bio_X509(bio.get(), nullptr, nullptr, nullptr)) {
-      tls_->ca.push_back(cert);
-    }
-    ERR_clear_error();  // the loop ends on "no start line", which is not an error
-    if (tls_->ca.empty()) {
-      return absl::InvalidArgumentError(StrCat(config_.source, ": the CA data holds no PEM certificate"));
-    }
+  endpoint_.connect_host = config_.host;
+  endpoint_.port = config_.port;
+  endpoint_.server_name = config_.tls_server_name.empty() ? config_.host : config_.tls_server_name;
+  const bool name_v6 = endpoint_.server_name.find(':') != std::string::npos;
+  host_header_ = StrCat(name_v6 ? "[" : "", endpoint_.server_name, name_v6 ? "]" : "", ":", config_.port);
+  if (config_.scheme == "https") {
+    absl::StatusOr<std::shared_ptr<SSL_CTX>> tls =
+        NewApiTlsContext(config_.ca_pem, config_.insecure_skip_verify, config_.client_cert_pem,
+                         config_.client_key_pem, config_.source);
+    if (!tls.ok()) return tls.status();
+    endpoint_.tls = *std::move(tls);
   }
   if (!config_.token_file.empty()) {
     absl::StatusOr<std::string> t = ReadFile(config_.token_file);
     if (!t.ok()) return absl::InvalidArgumentError(StrCat(config_.source, ": bearer token file: ", t.status().message()));
   }
-  // A first connection proves the TLS material is usable (e.g. a key that does not match its
-  // certificate) before berth reports itself started.
-  absl::StatusOr<std::unique_ptr<httplib::ClientImpl>> first = NewConnection();
-  if (!first.ok()) return first.status();
-  ReturnConnection(*std::move(first));
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::unique_ptr<httplib::ClientImpl>> KubeClient::NewConnection() const {
-  std::unique_ptr<httplib::ClientImpl> c;
-  if (config_.scheme == "https") {
-    auto ssl = std::make_unique<httplib::SSLClient>(connect_host_, config_.port, tls_->client_cert,
-                                                    tls_->client_key);
-    if (!ssl->is_valid()) {
-      return absl::InvalidArgumentError(StrCat(config_.source,
-                                               ": the client certificate and key do not form a usable TLS identity"));
-    }
-    if (!tls_->ca.empty()) {
-      X509_STORE* store = X509_STORE_new();
-      for (X509* cert : tls_->ca) X509_STORE_add_cert(store, cert);
-      ssl->set_ca_cert_store(store);  // the SSL_CTX owns it from here
-    }
-    ssl->enable_server_certificate_verification(!config_.insecure_skip_verify);
-    c = std::move(ssl);
-  } else {
-    c = std::make_unique<httplib::ClientImpl>(connect_host_, config_.port);
-  }
-  if (connect_host_ != config_.host) {
-    // Verify (and send SNI for) tls-server-name while connecting to the configured address.
-    c->set_hostname_addr_map({{connect_host_, config_.host}});
-  }
-  c->set_keep_alive(true);
-  // cpp-httplib writes a request's headers and body separately; with Nagle's algorithm the body
-  // would wait for the server's delayed ACK (~40 ms) on every bind.
-  c->set_tcp_nodelay(true);
-  SetTimeout(*c, &httplib::ClientImpl::set_connection_timeout, options_.connect_timeout);
-  SetTimeout(*c, &httplib::ClientImpl::set_read_timeout, options_.request_timeout);
-  SetTimeout(*c, &httplib::ClientImpl::set_write_timeout, options_.request_timeout);
-  return c;
+absl::StatusOr<std::unique_ptr<ApiConnection>> KubeClient::NewConnection() const {
+  return ApiConnection::Open(endpoint_, options_.connect_timeout);
 }
 
-std::unique_ptr<httplib::ClientImpl> KubeClient::TakeConnection() {
-  {
-    absl::MutexLock lock(&pool_mu_);
-    if (!idle_.empty()) {
-      std::unique_ptr<httplib::ClientImpl> c = std::move(idle_.back());
+absl::StatusOr<std::unique_ptr<ApiConnection>> KubeClient::TakeConnection() {
+  for (;;) {
+    std::unique_ptr<ApiConnection> c;
+    {
+      absl::MutexLock lock(&pool_mu_);
+      if (idle_.empty()) break;
+      c = std::move(idle_.back());
       idle_.pop_back();
-      return c;
     }
+    if (c->Reusable()) return c;
   }
-  absl::StatusOr<std::unique_ptr<httplib::ClientImpl>> c = NewConnection();
-  return c.ok() ? *std::move(c) : nullptr;  // Init() proved it works; failure here is transient
+  return NewConnection();
 }
 
-void KubeClient::ReturnConnection(std::unique_ptr<httplib::ClientImpl> client) {
+void KubeClient::ReturnConnection(std::unique_ptr<ApiConnection> connection) {
   absl::MutexLock lock(&pool_mu_);
-  if (idle_.size() < kMaxIdleConnections) idle_.push_back(std::move(client));
+  if (idle_.size() < kMaxIdleConnections) idle_.push_back(std::move(connection));
 }
 
 std::string KubeClient::Token() {
@@ -263,30 +190,29 @@ std::string KubeClient::FullPath(std::string_view path_and_query) const {
   return StrCat(config_.base_path, path_and_query);
 }
 
+std::string KubeClient::RequestHead(std::string_view method, std::string_view path_and_query,
+                                    std::string_view body, std::string_view content_type, bool close) {
+  const std::string token = Token();
+  std::string head;
+  head.reserve(160 + config_.base_path.size() + path_and_query.size() + token.size() +
+               options_.user_agent.size());
+  StrAppend(&head, method, " ", config_.base_path, path_and_query, " HTTP/1.1\r\nHost: ", host_header_,
+            "\r\nAccept: application/json\r\nUser-Agent: ", options_.user_agent, "\r\n");
+  if (!token.empty()) StrAppend(&head, "Authorization: Bearer ", token, "\r\n");
+  if (!body.empty() || method == "POST" || method == "PUT" || method == "PATCH") {
+    StrAppend(&head, "Content-Type: ", content_type, "\r\nContent-Length: ", body.size(), "\r\n");
+  }
+  if (close) head += "Connection: close\r\n";
+  head += "\r\n";
+  return head;
+}
+
 namespace {
 
-httplib::Headers BaseHeaders(const std::string& token, const std::string& user_agent) {
-  httplib::Headers h{{"Accept", "application/json"}, {"User-Agent", user_agent}};
-  if (!token.empty()) h.emplace("Authorization", StrCat("Bearer ", token));
-  return h;
-}
-
-std::optional<int> RetryAfter(const httplib::Response& res) {
-  if (!res.has_header("Retry-After")) return std::nullopt;
-  const std::string v = res.get_header_value("Retry-After");
-  int seconds = 0;
-  if (v.empty() || v.size() > 6) return std::nullopt;
-  for (char ch : v) {
-    if (!std::isdigit(static_cast<unsigned char>(ch))) return std::nullopt;
-    seconds = seconds * 10 + (ch - '0');
-  }
-  return seconds;
-}
-
 absl::Status TransportError(std::string_view method, std::string_view what, const std::string& server,
-                            httplib::Error error) {
+                            const absl::Status& cause) {
   return absl::UnavailableError(
-      StrCat(method, " ", what, ": cannot reach the API server ", server, ": ", httplib::to_string(error)));
+      StrCat(method, " ", what, ": cannot reach the API server ", server, ": ", cause.message()));
 }
 
 }  // namespace
@@ -294,57 +220,45 @@ absl::Status TransportError(std::string_view method, std::string_view what, cons
 absl::StatusOr<Response> KubeClient::Call(std::string_view method, std::string_view path_and_query,
                                           std::string_view body, std::string_view content_type,
                                           std::optional<absl::Duration> timeout) {
-  std::unique_ptr<httplib::ClientImpl> c = TakeConnection();
-  if (c == nullptr) {
-    return absl::UnavailableError(StrCat(method, " ", path_and_query, ": cannot create a connection to ", server_));
+  const std::string head = RequestHead(method, path_and_query, body, content_type, /*close=*/false);
+  const absl::Duration wait = timeout.value_or(options_.request_timeout);
+  // A kept-alive connection the server closed just as it was taken fails before any answer; a
+  // read (GET) is then sent again on a new connection. Writes are not: the caller decides.
+  for (int attempt = 0;; ++attempt) {
+    absl::StatusOr<std::unique_ptr<ApiConnection>> made = TakeConnection();
+    if (!made.ok()) return TransportError(method, path_and_query, server_, made.status());
+    std::unique_ptr<ApiConnection> c = *std::move(made);
+    const bool reused = c->used();
+    absl::Status sent = c->Send(head, body, options_.request_timeout);
+    absl::StatusOr<ApiResponseHead> answer =
+        sent.ok() ? c->ReadHead(wait) : absl::StatusOr<ApiResponseHead>(sent);
+    if (!answer.ok()) {
+      const bool retry = reused && attempt == 0 && (!sent.ok() || method == "GET");
+      if (retry) continue;
+      return TransportError(method, path_and_query, server_, answer.status());
+    }
+    Response out{.status = answer->status, .retry_after = answer->retry_after};
+    if (answer->content_length) out.body.reserve(static_cast<size_t>(std::min<uint64_t>(*answer->content_length, 64 << 20)));
+    absl::Status read = c->ReadBody(
+        *answer,
+        [&](std::string_view data) {
+          out.body.append(data);
+          return true;
+        },
+        wait, kMaxResponseBytes);
+    if (!read.ok()) return TransportError(method, path_and_query, server_, read);
+    if (c->Reusable()) ReturnConnection(std::move(c));
+    return out;
   }
-  if (timeout) SetTimeout(*c, &httplib::ClientImpl::set_read_timeout, *timeout);
-  httplib::Request req;
-  req.method = std::string(method);
-  req.path = FullPath(path_and_query);
-  req.headers = BaseHeaders(Token(), options_.user_agent);
-  if (!body.empty() || method == "POST" || method == "PUT" || method == "PATCH") {
-    req.body = std::string(body);
-    req.headers.emplace("Content-Type", std::string(content_type));
-  }
-  httplib::Result result = c->send(req);
-  if (timeout) SetTimeout(*c, &httplib::ClientImpl::set_read_timeout, options_.request_timeout);
-  if (!result) return TransportError(method, path_and_query, server_, result.error());
-  Response out{.status = result->status, .body = std::move(result->body),
-               .retry_after = RetryAfter(*result)};
-  ReturnConnection(std::move(c));
-  return out;
 }
 
 absl::StatusOr<Response> KubeClient::Stream(std::string_view path_and_query,
                                             const std::function<bool(std::string_view)>& on_data,
                                             absl::Duration idle_timeout, StreamHandle* handle) {
-  absl::StatusOr<std::unique_ptr<httplib::ClientImpl>> made = NewConnection();
-  if (!made.ok()) return made.status();
-  std::unique_ptr<httplib::ClientImpl> c = *std::move(made);
-  c->set_keep_alive(false);
-  SetTimeout(*c, &httplib::ClientImpl::set_read_timeout, idle_timeout);
-
-  Response out;
-  bool streaming = false;
-  httplib::Request req;
-  req.method = "GET";
-  req.path = FullPath(path_and_query);
-  req.headers = BaseHeaders(Token(), options_.user_agent);
-  req.response_handler = [&](const httplib::Response& res) {
-    out.status = res.status;
-    out.retry_after = RetryAfter(res);
-    streaming = res.status >= 200 && res.status < 300;
-    return true;
-  };
-  req.content_receiver = [&](const char* data, size_t len, uint64_t, uint64_t) {
-    if (!streaming) {
-      if (out.body.size() < (1u << 20)) out.body.append(data, len);  // an error Status
-      return true;
-    }
-    return on_data(std::string_view(data, len));
-  };
-
+  if (handle != nullptr && handle->stopped()) return absl::CancelledError("stream stopped");
+  absl::StatusOr<std::unique_ptr<ApiConnection>> made = NewConnection();
+  if (!made.ok()) return TransportError("GET", path_and_query, server_, made.status());
+  std::unique_ptr<ApiConnection> c = *std::move(made);
   if (handle != nullptr) {
     handle->Attach(c.get());
     if (handle->stopped()) {
@@ -352,16 +266,39 @@ absl::StatusOr<Response> KubeClient::Stream(std::string_view path_and_query,
       return absl::CancelledError("stream stopped");
     }
   }
-  httplib::Response res;
-  httplib::Error error = httplib::Error::Success;
-  const bool sent = c->send(req, res, error);
-  if (handle != nullptr) handle->Detach();
-  if (handle != nullptr && handle->stopped()) return absl::CancelledError("stream stopped");
-  if (!sent && error != httplib::Error::Canceled) {
-    if (out.status != 0 && !streaming) return out;  // the error body was cut short; keep the code
-    return TransportError("GET", path_and_query, server_, error);
+  struct DetachOnExit {
+    StreamHandle* h;
+    ~DetachOnExit() {
+      if (h != nullptr) h->Detach();
+    }
+  } detach{handle};
+  auto stopped = [&] { return handle != nullptr && handle->stopped(); };
+
+  const std::string head = RequestHead("GET", path_and_query, {}, {}, /*close=*/true);
+  absl::Status sent = c->Send(head, {}, options_.request_timeout);
+  absl::StatusOr<ApiResponseHead> answer =
+      sent.ok() ? c->ReadHead(idle_timeout) : absl::StatusOr<ApiResponseHead>(sent);
+  if (stopped()) return absl::CancelledError("stream stopped");
+  if (!answer.ok()) return TransportError("GET", path_and_query, server_, answer.status());
+  Response out{.status = answer->status, .retry_after = answer->retry_after};
+  const bool streaming = answer->status >= 200 && answer->status < 300;
+  absl::Status read;
+  if (streaming) {
+    read = c->ReadBody(*answer, on_data, idle_timeout, UINT64_MAX);
+  } else {
+    read = c->ReadBody(
+        *answer,
+        [&](std::string_view data) {
+          out.body.append(data);  // an error Status
+          return true;
+        },
+        idle_timeout, kMaxStreamErrorBytes);
   }
-  return out;
+  if (stopped()) return absl::CancelledError("stream stopped");
+  // The reader stopping the stream, or the server ending it, is a normal end.
+  if (read.ok() || absl::IsCancelled(read)) return out;
+  if (!streaming) return out;  // the error body was cut short; keep the code
+  return TransportError("GET", path_and_query, server_, read);
 }
 
 }  // namespace berth::extender::kube

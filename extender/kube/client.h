@@ -13,11 +13,8 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "extender/kube/http_client.h"
 #include "extender/kube/kubeconfig.h"
-
-namespace httplib {
-class ClientImpl;
-}
 
 namespace berth::extender::kube {
 
@@ -67,19 +64,19 @@ class StreamHandle {
 
  private:
   friend class KubeClient;
-  void Attach(httplib::ClientImpl* client);
+  void Attach(ApiConnection* connection);
   void Detach();
 
   std::atomic<bool> stopped_{false};
   std::mutex mu_;
-  httplib::ClientImpl* client_ = nullptr;
+  ApiConnection* connection_ = nullptr;
 };
 
 /// A client of the Kubernetes REST API: TLS verified against the configured CA, bearer token
 /// (re-read from its file) or client certificate, JSON only (`Accept: application/json`: berth
 /// never asks for protobuf). Unary calls reuse keep-alive connections from a small pool, so
 /// concurrent binds do not each pay a TLS handshake; each stream (watch) has its own connection.
-/// Thread-safe.
+/// HTTP/1.1 over berth's own connection (extender/kube/http_client.h). Thread-safe.
 class KubeClient {
  public:
   static absl::StatusOr<std::unique_ptr<KubeClient>> Create(ClientConfig config,
@@ -112,9 +109,13 @@ class KubeClient {
  private:
   KubeClient(ClientConfig config, ClientOptions options);
   absl::Status Init();
-  absl::StatusOr<std::unique_ptr<httplib::ClientImpl>> NewConnection() const;
-  std::unique_ptr<httplib::ClientImpl> TakeConnection();
-  void ReturnConnection(std::unique_ptr<httplib::ClientImpl> client);
+  absl::StatusOr<std::unique_ptr<ApiConnection>> NewConnection() const;
+  /// An idle kept-alive connection the server has not closed, or a new one.
+  absl::StatusOr<std::unique_ptr<ApiConnection>> TakeConnection();
+  void ReturnConnection(std::unique_ptr<ApiConnection> connection);
+  /// Request line and header fields, blank line included.
+  std::string RequestHead(std::string_view method, std::string_view path_and_query,
+                          std::string_view body, std::string_view content_type, bool close);
   /// The current bearer token (re-reading the token file when due); empty for none.
   std::string Token();
   std::string FullPath(std::string_view path_and_query) const;
@@ -122,18 +123,15 @@ class KubeClient {
   ClientConfig config_;
   ClientOptions options_;
   std::string server_;
-  std::string connect_host_;  ///< host the TLS layer verifies (tls_server_name or host)
-
-  // Client credentials and CA, parsed once; OpenSSL objects are reference counted.
-  struct Tls;
-  std::unique_ptr<Tls> tls_;
+  ApiEndpoint endpoint_;     ///< where to connect, the name to verify, the TLS context
+  std::string host_header_;  ///< "name:port"
 
   absl::Mutex token_mu_;
   std::string token_ ABSL_GUARDED_BY(token_mu_);
   absl::Time token_read_ ABSL_GUARDED_BY(token_mu_) = absl::InfinitePast();
 
   absl::Mutex pool_mu_;
-  std::vector<std::unique_ptr<httplib::ClientImpl>> idle_ ABSL_GUARDED_BY(pool_mu_);
+  std::vector<std::unique_ptr<ApiConnection>> idle_ ABSL_GUARDED_BY(pool_mu_);
 };
 
 /// A time in the API's MicroTime format ("2026-11-21T08:30:00.123456Z").

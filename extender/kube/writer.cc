@@ -5,6 +5,7 @@
 #include <thread>
 
 #include "core/strings.h"
+#include "extender/json.h"
 #include "nlohmann/json.hpp"
 #include "spdlog/spdlog.h"
 
@@ -85,17 +86,20 @@ absl::StatusOr<Response> KubeWriter::CallWithRetry(std::string_view method, cons
 
 absl::Status KubeWriter::Bind(const core::Pod& pod, std::string_view node) {
   if (absl::Status s = CheckLeader(); !s.ok()) return s;
-  nlohmann::json metadata = {{"name", pod.name.str()}, {"namespace", pod.ns.str()}};
+  // One per scheduled pod: written straight to its text.
+  std::string binding;
+  JsonWriter w(&binding);
+  w.BeginObject().Key("apiVersion").String("v1").Key("kind").String("Binding");
+  w.Key("metadata").BeginObject().Key("name").String(pod.name).Key("namespace").String(pod.ns);
   // The uid precondition: a pod deleted and re-created under the same name since berth
   // decided is not bound by mistake (the API server answers 409).
-  if (!pod.uid.empty() && !pod.uid.view().starts_with("generated:")) metadata["uid"] = pod.uid.str();
-  const nlohmann::json binding = {{"apiVersion", "v1"},
-                                  {"kind", "Binding"},
-                                  {"metadata", std::move(metadata)},
-                                  {"target", {{"apiVersion", "v1"}, {"kind", "Node"}, {"name", node}}}};
+  if (!pod.uid.empty() && !pod.uid.view().starts_with("generated:")) w.Key("uid").String(pod.uid);
+  w.EndObject();
+  w.Key("target").BeginObject().Key("apiVersion").String("v1").Key("kind").String("Node");
+  w.Key("name").String(node).EndObject().EndObject();
   const std::string path = StrCat(PodPath(pod.ns.view(), pod.name.view()), "/binding");
   absl::StatusOr<Response> r =
-      CallWithRetry("POST", path, binding.dump(), "application/json", options_.bind_retry_budget);
+      CallWithRetry("POST", path, binding, "application/json", options_.bind_retry_budget);
   if (!r.ok()) return r.status();
   if (!r->ok()) return ApiError("POST", path, *r);
   return absl::OkStatus();
