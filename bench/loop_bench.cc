@@ -3,6 +3,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
@@ -49,6 +50,9 @@ struct LoopOptions {
   std::string before;
   std::string perf_out;
   bool quick = false;
+  /// --pin: berth on the last CPU, this process (kube-scheduler and the API server) on the
+  /// others, so that neither's caches and run queue mix with the other's.
+  bool pin = false;
 };
 
 // Lines (or fields) of `text` split at `sep`.
@@ -98,6 +102,8 @@ std::optional<LoopOptions> ParseLoopArgs(int argc, char** argv) {
     if (arg == "--loop") {
     } else if (arg == "--quick") {
       o.quick = true;
+    } else if (arg == "--pin") {
+      o.pin = true;
     } else if (value("--sizes", &v)) {
       if (!ParseInts(v, &o.sizes)) {
         std::fprintf(stderr, "--sizes: expected node counts such as 500,2000, got \"%s\"\n", v.c_str());
@@ -134,7 +140,7 @@ std::optional<LoopOptions> ParseLoopArgs(int argc, char** argv) {
                    "berth_bench --loop: unknown argument \"%s\"\n"
                    "usage: berth_bench --loop [--sizes=500,2000,5000] [--pods=2000] "
                    "[--percentages=100,0] [--rounds=1] [--berth=BINARY] [--before=BINARY] "
-                   "[--perf-out=PREFIX] [--quick]\n",
+                   "[--perf-out=PREFIX] [--pin] [--quick]\n",
                    std::string(arg).c_str());
       return std::nullopt;
     }
@@ -413,13 +419,24 @@ RunFigures RunOnce(const LoopOptions& o, const std::string& binary, int nodes, i
   std::ofstream(config) << R"({"schedulerName": "berth-scheduler", "kubernetes": {"leaderElection": {"enabled": false}}})";
 
   BerthProcess berth;
-  if (auto s = berth.Start(binary,
+  // With --pin, berth is started from this thread while it runs on the last CPU only: the
+  // child and every thread it makes inherit that. This thread then goes back to the others.
+  cpu_set_t mine;
+  CPU_ZERO(&mine);
+  const int cpus = static_cast<int>(std::thread::hardware_concurrency());
+  if (o.pin && cpus >= 2) {
+    ::sched_getaffinity(0, sizeof(mine), &mine);
+    cpu_set_t last;
+    CPU_ZERO(&last);
+    CPU_SET(cpus - 1, &last);
+    ::sched_setaffinity(0, sizeof(last), &last);
+  }
+  const absl::Status started = berth.Start(binary,
                            {"serve", "--kubeconfig", kubeconfig, "--config", config, "--listen",
                             "127.0.0.1:0", "--log-level", "warn"},
                            StrCat(dir, "/berth.log"));
-      !s.ok()) {
-    return fail(std::string(s.message()));
-  }
+  if (o.pin && cpus >= 2) ::sched_setaffinity(0, sizeof(mine), &mine);
+  if (!started.ok()) return fail(std::string(started.message()));
   absl::StatusOr<int> port = berth.WaitListening(std::chrono::seconds(30));
   if (!port.ok()) return fail(std::string(port.status().message()));
   httplib::Client ops("127.0.0.1", *port);
@@ -660,6 +677,13 @@ int RunLoopBench(int argc, char** argv) {
   std::optional<LoopOptions> parsed = ParseLoopArgs(argc, argv);
   if (!parsed) return 2;
   const LoopOptions& o = *parsed;
+  const int cpus = static_cast<int>(std::thread::hardware_concurrency());
+  if (o.pin && cpus >= 2) {
+    cpu_set_t rest;
+    CPU_ZERO(&rest);
+    for (int c = 0; c < cpus - 1; ++c) CPU_SET(c, &rest);
+    ::sched_setaffinity(0, sizeof(rest), &rest);
+  }
   std::printf("\nloop: berth as kube-scheduler's extender, %d pending pods (4 cpu, 16Gi) bound one at a time; "
               "berth %s%s%s\n",
               o.pods, o.berth.c_str(), o.before.empty() ? "" : ", before: ", o.before.c_str());
