@@ -10,6 +10,7 @@
 #include "extender/protocol.h"
 #include "extender/text_table.h"
 #include "policy/fit/resource_fit.h"
+#include "policy/fragmentation/fragmentation.h"
 #include "policy/gang/gang.h"
 #include "policy/pools/pools.h"
 #include "nlohmann/json.hpp"
@@ -592,12 +593,35 @@ Reply Service::DebugNodes(bool text) const {
                          {"nodes", std::move(arr)}});
 }
 
+namespace {
+
+nlohmann::json EncodeFragmentation(const policy::Fragmentation& f, const core::ResourceNames& names) {
+  return {{"request", policy::DescribeRequest(names, f.request)},
+          {"resource", names.Name(f.resource)},
+          {"nodes", f.nodes},
+          {"wholeNodesFree", f.whole_nodes},
+          {"free", core::FormatAmount(names, f.resource, f.free)},
+          {"podsThatFit", f.fits},
+          {"stranded", core::FormatAmount(names, f.resource, f.stranded)},
+          {"index", f.index}};
+}
+
+std::string FormatIndex(double index) {
+  char buf[16];
+  std::snprintf(buf, sizeof(buf), "%.2f", index);
+  return buf;
+}
+
+}  // namespace
+
 Reply Service::DebugPools(bool text) const {
   auto view = model_->Read();
   const core::ResourceNames& names = view->resources();
   const std::shared_ptr<const policy::PoolMap> map = policy::PoolMap::Build(*view);
   const std::vector<policy::PoolStats> stats =
       policy::ComputePoolStats(*view, *map, options_.scheduler_name);
+  const policy::FragmentationReport frag =
+      policy::MeasureFragmentation(*view, *map, *topology_.Get(*view), options_.scheduler_name);
   if (text) {
     TextTable t({"POOL", "FLAGS", "", "CPU", "GPU", "MEMORY", "STORAGE", "NODES", "PODS"});
     for (const policy::PoolStats& p : stats) {
@@ -616,18 +640,42 @@ Reply Service::DebugPools(bool text) const {
         first = false;
       }
     }
-    return TextReply(t.Render());
+    // Fragmentation: per pool, then per topology domain (docs/decisions.md, "Fragmentation").
+    TextTable f({"SCOPE", "NAME", "COUNTED IN PODS OF", "NODES", "WHOLE NODES FREE", "FREE",
+                 "PODS THAT FIT", "STRANDED", "INDEX"});
+    for (const auto* scopes : {&frag.pools, &frag.domains}) {
+      for (const policy::FragmentationReport::Scope& sc : *scopes) {
+        const policy::Fragmentation& x = sc.figures;
+        f.AddRow({sc.level, sc.name, policy::DescribeRequest(names, x.request), StrCat(x.nodes),
+                  StrCat(x.whole_nodes), StrCat(core::FormatAmount(names, x.resource, x.free), " ", names.Name(x.resource)),
+                  StrCat(x.fits), core::FormatAmount(names, x.resource, x.stranded), FormatIndex(x.index)});
+      }
+    }
+    return TextReply(StrCat(t.Render(), "\n", f.Render()));
   }
   nlohmann::json arr = nlohmann::json::array();
-  for (const policy::PoolStats& p : stats) {
+  for (size_t i = 0; i < stats.size(); ++i) {
+    const policy::PoolStats& p = stats[i];
     nlohmann::json j = EncodePoolStats(p, names);
     j["name"] = p.name;
     j["disablePreemption"] = p.disable_preemption;
     j["disableBorrowing"] = p.disable_borrowing;
     j["disableSharing"] = p.disable_sharing;
+    for (const policy::FragmentationReport::Scope& sc : frag.pools) {
+      if (sc.name == p.name) j["fragmentation"] = EncodeFragmentation(sc.figures, names);
+    }
     arr.push_back(std::move(j));
   }
-  return JsonReply(200, {{"generation", view->generation()}, {"pools", std::move(arr)}});
+  nlohmann::json domains = nlohmann::json::array();
+  for (const policy::FragmentationReport::Scope& sc : frag.domains) {
+    nlohmann::json d = EncodeFragmentation(sc.figures, names);
+    d["level"] = sc.level;
+    d["domain"] = sc.name;
+    domains.push_back(std::move(d));
+  }
+  return JsonReply(200, {{"generation", view->generation()},
+                         {"pools", std::move(arr)},
+                         {"domains", std::move(domains)}});
 }
 
 Reply Service::DebugPods(bool text, bool all) const {

@@ -22,6 +22,7 @@
 #include "nlohmann/json_fwd.hpp"
 #include "policy/framework.h"
 #include "policy/pipeline.h"
+#include "policy/topology/topology.h"
 
 namespace berth::extender {
 
@@ -287,6 +288,8 @@ class Service {
   std::unique_ptr<Effects> effects_;
   std::unique_ptr<policy::Framework> framework_;
   const policy::Pipeline* pipeline_;
+  /// The fabric for the debug endpoints' and metrics' figures per topology domain.
+  policy::TopologyCache topology_{options_.topology_levels};
   BinderInterface* binder_;
   std::unique_ptr<LocalEvictor> local_evictor_;
   EvictorInterface* evictor_ = nullptr;

@@ -7,6 +7,7 @@
 #include "core/strings.h"
 #include "extender/metrics.h"
 #include "extender/service.h"
+#include "policy/fragmentation/fragmentation.h"
 #include "policy/pools/pools.h"
 #include "policy/queue/queue.h"
 
@@ -66,6 +67,42 @@ Reply Service::Metrics() const {
       }
       w.Sample(name, {{"pool", p.name}, {"resource", "nodes"}}, static_cast<double>(r.nodes));
       w.Sample(name, {{"pool", p.name}, {"resource", "pods"}}, static_cast<double>(r.pods));
+    }
+  }
+
+  // Fragmentation (docs/decisions.md, "Fragmentation"): per pool and per topology domain, one
+  // series per switch of the fabric (hundreds at most), none per node.
+  const policy::FragmentationReport frag =
+      policy::MeasureFragmentation(*view, *map, *topology_.Get(*view), options_.scheduler_name);
+  struct FragmentGauge {
+    std::string_view suffix, help;
+    double (*get)(const policy::Fragmentation&);
+  };
+  const FragmentGauge frag_gauges[] = {
+      {"fragmentation_index",
+       "Share of the free GPUs (CPU where the common request asks for none) that pods of the most "
+       "common request cannot use, 0 to 1.",
+       [](const policy::Fragmentation& f) { return f.index; }},
+      {"pods_that_fit", "Pods of the most common request that fit now, all at once: the largest such gang.",
+       [](const policy::Fragmentation& f) { return static_cast<double>(f.fits); }},
+      {"whole_nodes_free", "Nodes with all their GPUs free (all their CPU, where the request asks for no GPU).",
+       [](const policy::Fragmentation& f) { return static_cast<double>(f.whole_nodes); }},
+      {"stranded", "Free GPUs (CPU cores) on nodes that cannot take one pod of the most common request.",
+       [](const policy::Fragmentation& f) {
+         return static_cast<double>(f.stranded) * (f.resource == core::kCpu ? 1e-3 : 1);
+       }},
+  };
+  for (const FragmentGauge& g : frag_gauges) {
+    const std::string pool_name = StrCat("berth_pool_", g.suffix);
+    w.Family(pool_name, "gauge", StrCat(g.help, " Per pool, counted in its pods' most common request."));
+    for (const policy::FragmentationReport::Scope& sc : frag.pools) {
+      w.Sample(pool_name, {{"pool", sc.name}, {"resource", names.Name(sc.figures.resource)}}, g.get(sc.figures));
+    }
+    const std::string domain_name = StrCat("berth_domain_", g.suffix);
+    w.Family(domain_name, "gauge", StrCat(g.help, " Per topology domain, counted in berth's pods' most common request."));
+    for (const policy::FragmentationReport::Scope& sc : frag.domains) {
+      w.Sample(domain_name, {{"level", sc.level}, {"domain", sc.name}, {"resource", names.Name(sc.figures.resource)}},
+               g.get(sc.figures));
     }
   }
 

@@ -28,6 +28,7 @@
 #include "policy/gang/gang.h"
 #include "policy/pools/pools.h"
 #include "policy/queue/queue.h"
+#include "policy/fragmentation/fragmentation.h"
 #include "policy/registry.h"
 #include "spdlog/spdlog.h"
 
@@ -348,6 +349,8 @@ class World {
 
   // running totals for the samples
   core::ResourceVector total_requested_, total_allocatable_;
+  /// The workload's most common pod request: what fragmentation is counted in.
+  core::ResourceVector common_request_;
   std::vector<double> queue_usage_;
   std::vector<int> queue_pods_;  // pods waiting or running per queue
   std::vector<double> queue_demand_;  // their usage units
@@ -433,6 +436,25 @@ absl::Status World::Init() {
     }
     Push(ToMicros(e.at), EventType::kNodeEvent, static_cast<int32_t>(i));
   }
+  // Fragmentation is counted in the workload's most common request, the same in both worlds
+  // and through the whole run (docs/decisions.md, "Fragmentation").
+  std::vector<core::ResourceVector> shapes;
+  for (const Job& spec : w.jobs) {
+    for (const PodTemplate& t : spec.pods) {
+      core::ResourceVector r;
+      r.Set(core::kPods, 1);
+      for (const auto& [name, text] : t.requests) {
+        const std::optional<core::ResourceId> id =
+            name == "cpu" ? core::kCpu : name == "memory" ? core::kMemory : name == "nvidia.com/gpu" ? std::optional(core::kNvidiaGpu) : std::nullopt;
+        absl::StatusOr<core::Quantity> q = core::Quantity::Parse(text);
+        if (!id || !q.ok()) continue;
+        r.Set(*id, *id == core::kCpu ? q->MilliValue() : q->Value());
+      }
+      for (int k = 0; k < t.count; ++k) shapes.push_back(r);
+    }
+  }
+  common_request_ = policy::MostCommonRequest(shapes).value_or(
+      policy::DefaultRequest(total_allocatable_.Get(core::kNvidiaGpu) > 0));
   Push(0, EventType::kSample);
   Push(30 * kSecond, EventType::kFlush);
   if (berth_) {
@@ -1640,6 +1662,17 @@ void World::Sample() {
     metrics_.pool_borrowed[pool_names_[i]].push_back(std::max(0.0, pool_borrowed_[i]));
   }
   metrics_.pending_pods.push_back(static_cast<int>(pending_pods_));
+  std::vector<policy::NodeRoom> rooms;
+  rooms.reserve(nodes_.size());
+  for (const SimNode& n : nodes_) {
+    if (!n.present) continue;
+    core::ResourceVector free = n.node.allocatable;
+    free.Sub(n.requested);
+    rooms.push_back({.allocatable = n.node.allocatable, .free = std::move(free), .schedulable = !n.node.unschedulable});
+  }
+  const policy::Fragmentation f = policy::MeasureFragmentation(rooms, common_request_);
+  metrics_.fragmentation_index.push_back(f.index);
+  metrics_.pods_that_fit.push_back(f.fits);
 }
 
 // ---- the event loop ---------------------------------------------------------------------------

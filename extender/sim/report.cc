@@ -140,6 +140,8 @@ std::vector<Row> SummaryRows(const Summary& b, const Summary& k) {
       k.useful_utilisation_gpu, Percent);
   add("fairness error", "fairnessError", b.fairness_error, k.fairness_error,
       [](double v) { return absl::StrFormat("%.3f", v); });
+  add("fragmentation index", "fragmentation", b.fragmentation, k.fragmentation,
+      [](double v) { return absl::StrFormat("%.3f", v); });
   add("wait p50", "waitP50", b.wait_p50, k.wait_p50, HumanDuration);
   add("wait p90", "waitP90", b.wait_p90, k.wait_p90, HumanDuration);
   add("wait p99", "waitP99", b.wait_p99, k.wait_p99, HumanDuration);
@@ -177,6 +179,7 @@ json SummaryJson(const Summary& s) {
               {"utilisationGpu", s.utilisation_gpu},
               {"usefulUtilisationGpu", s.useful_utilisation_gpu},
               {"fairnessError", s.fairness_error},
+              {"fragmentation", s.fragmentation},
               {"waitP50", s.wait_p50},
               {"waitP90", s.wait_p90},
               {"waitP99", s.wait_p99},
@@ -235,6 +238,8 @@ json SeriesJson(const RunMetrics& m) {
   s["poolLent"] = map_json(m.pool_lent, 1e-3);
   s["poolBorrowed"] = map_json(m.pool_borrowed, 1e-3);
   s["pendingPods"] = m.pending_pods;
+  s["fragmentationIndex"] = Rounded(m.fragmentation_index, 1e-4);
+  s["podsThatFit"] = m.pods_that_fit;
   return s;
 }
 
@@ -796,9 +801,39 @@ Plot PendingPlot(const SimResult& r) {
   return p;
 }
 
+Plot FragmentationPlot(const SimResult& r) {
+  Plot p{"fragmentation", "Fragmentation over time",
+         "Above: the share of the free GPUs (CPU, for a workload without GPUs) that pods of the "
+         "workload's most common request cannot use, 0 to 1 (docs/decisions.md, "
+         "Fragmentation). Below: how many such pods fit at once, the largest gang of them. "
+         "Blue is berth, orange the baseline. Lower above and higher below are better while "
+         "work waits."};
+  const auto worlds = Worlds(r);
+  std::vector<double> frag, fits;
+  const std::vector<int> drawn = WorldBlocks(
+      p, worlds, 1, "hours fragmentation_index pods_that_fit", [&](const RunMetrics& m, Columns& cols) {
+        frag = m.fragmentation_index;
+        fits.assign(m.pods_that_fit.begin(), m.pods_that_fit.end());
+        cols = {&frag, &fits};
+        return !frag.empty() && frag.size() == m.times.size();
+      });
+  if (drawn.empty()) {
+    p.skipped = "no fragmentation samples";
+    return p;
+  }
+  p.height = 620;
+  p.script = kCommon + Multiplot("Fragmentation: berth vs baseline", 1,
+                                 "set key outside top center horizontal noreverse Right nobox\n"
+                                 "set lmargin 10\nset rmargin 3\n",
+                                 {{"fragmentation index", "index", WorldLines("fragmentation.dat", worlds, drawn, 2)},
+                                  {"pods of the most common request that fit now", "pods",
+                                   WorldLines("fragmentation.dat", worlds, drawn, 3)}});
+  return p;
+}
+
 std::vector<Plot> Plots(const SimResult& r) {
   return {UtilisationPlot(r), QueueSharePlot(r), WaitCdfPlot(r),
-          GangPlot(r),        PoolPlot(r),       PendingPlot(r)};
+          GangPlot(r),        PoolPlot(r),       PendingPlot(r), FragmentationPlot(r)};
 }
 
 std::optional<std::string> FindGnuplot() {
@@ -1156,6 +1191,9 @@ Summary Summarize(const RunMetrics& m, const SimInfo& info) {
   s.utilisation_gpu = util(m.utilisation, kGpu);
   s.useful_utilisation_gpu = util(m.useful_utilisation, kGpu);
   s.fairness_error = FairnessError(m);
+  s.fragmentation = m.fragmentation_index.size() == m.times.size()
+                        ? TimeAverage(m.times, m.fragmentation_index, m.makespan)
+                        : 0;
 
   const double end = EndOfRun(m, info);
   std::vector<double> waits;

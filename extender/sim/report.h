@@ -19,6 +19,9 @@ struct Summary {
   double utilisation_cpu = 0, utilisation_memory = 0, utilisation_gpu = 0;  ///< time-averaged
   double useful_utilisation_gpu = 0;  ///< the same, less gangs short of minMember
   double fairness_error = 0;  ///< see docs/simulate.md
+  /// Time-averaged fragmentation index (policy/fragmentation): the share of the free GPUs that
+  /// pods of the workload's most common request could not use.
+  double fragmentation = 0;
   double wait_p50 = 0, wait_p90 = 0, wait_p99 = 0;  ///< seconds, over jobs that started
   double longest_wait = 0;    ///< seconds; jobs never started count up to the end
   std::string longest_wait_job;

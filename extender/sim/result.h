@@ -76,6 +76,11 @@ struct RunMetrics {
   std::map<std::string, std::vector<double>> pool_lent;
   std::map<std::string, std::vector<double>> pool_borrowed;
   std::vector<int> pending_pods;  ///< pods submitted, not running, per sample
+  /// Fragmentation of the schedulable nodes per sample, counted in the workload's most common
+  /// pod request (policy/fragmentation): the share of the free GPUs (CPU) such pods cannot use,
+  /// and how many of them fit at once.
+  std::vector<double> fragmentation_index;
+  std::vector<int64_t> pods_that_fit;
   // --- totals ------------------------------------------------------------------------
   std::vector<JobOutcome> jobs;
   int64_t pods_started = 0;     ///< pod starts (restarts count again)
