@@ -342,6 +342,48 @@ void ClusterModel::MaybeFreeNodeSlot(NodeSlot slot) {
   nodes_.Free(slot);
 }
 
+std::unique_ptr<ClusterModel> ClusterModel::Fork(const Clock* clock) const {
+  auto fork = std::make_unique<ClusterModel>(clock);
+  ReadView view(this);
+  // The same names under the same ids: interned in id order (the well-known ones are pinned).
+  for (size_t id = kNumWellKnownResources; id < resources_->size(); ++id) {
+    (void)fork->resources_->Intern(resources_->Name(static_cast<ResourceId>(id)));
+  }
+  fork->generation_ = generation_;
+  fork->nodes_.CopyFrom(nodes_);
+  fork->node_by_name_ = NodeDirectory(node_by_name_, 0);
+  fork->present_nodes_ = present_nodes_;
+  fork->pods_.CopyFrom(pods_);
+  // The pod indexes hold views into the pods' own strings: made again over the copies.
+  fork->pod_by_uid_.reserve(pod_by_uid_.size());
+  fork->pod_by_name_.reserve(pod_by_name_.size());
+  for (const auto& [uid, slot] : pod_by_uid_) {
+    const Pod& p = fork->pods_[slot].pod;
+    fork->pod_by_uid_.emplace(p.uid.view(), slot);
+    fork->pod_by_name_.emplace(std::make_pair(p.ns.view(), p.name.view()), slot);
+  }
+  fork->live_pods_ = live_pods_;
+  fork->ledger_ = ledger_;
+  fork->reservations_ = reservations_;
+  fork->gang_members_ = gang_members_;
+  fork->gang_records_ = gang_records_;
+  fork->tombstones_ = tombstones_;
+  fork->tombstone_count_ = tombstone_count_;
+  fork->tombstones_dropped_ = tombstones_dropped_;
+  fork->tombstone_limits_ = tombstone_limits_;
+  fork->next_tombstone_sweep_ = next_tombstone_sweep_;
+  fork->pools_ = pools_;
+  fork->queues_ = queues_;
+  fork->podgroups_ = podgroups_;
+  fork->priority_classes_ = priority_classes_;
+  fork->node_labels_generation_ = node_labels_generation_;
+  fork->pools_generation_ = pools_generation_;
+  fork->queues_generation_ = queues_generation_;
+  fork->podgroups_generation_ = podgroups_generation_;
+  fork->priority_classes_generation_ = priority_classes_generation_;
+  return fork;
+}
+
 void ClusterModel::SetGangTombstoneLimits(GangTombstoneLimits limits) {
   WriteLock lock(this);
   tombstone_limits_ = limits;

@@ -400,6 +400,12 @@ class ClusterModel : private ClusterState {
   ResourceNames& resources() { return *resources_; }
   const ResourceNames& resources() const { return *resources_; }
 
+  /// A copy of the whole model: every object, the bind ledger, the reservations, the gang
+  /// records and tombstones, the generations, and a resource-name table of its own with the
+  /// same ids, on `clock`. For what-ifs and forecasts that must see exactly this state and change
+  /// nothing in it. Holds the reader lock while it copies (O(nodes + pods)).
+  std::unique_ptr<ClusterModel> Fork(const Clock* clock) const;
+
   /// Replaces the bounds of gang tombstones (before events are applied).
   void SetGangTombstoneLimits(GangTombstoneLimits limits);
 

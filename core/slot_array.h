@@ -2,6 +2,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <algorithm>
 #include <memory>
 #include <vector>
 
@@ -83,6 +84,19 @@ class SlotArray {
       g.has_free = true;
     }
     return g;
+  }
+  /// Makes this a copy of `other` (every slot, in use or free, and the free list), with chunks
+  /// of its own. T must be copy-assignable.
+  void CopyFrom(const SlotArray& other) {
+    chunks_.clear();
+    for (const Chunk& c : other.chunks_) {
+      Chunk mine = std::make_unique<T[]>(kChunk);
+      for (size_t i = 0; i < kChunk; ++i) mine[i] = c[i];
+      chunks_.push_back(std::move(mine));
+    }
+    size_ = other.size_;
+    free_.reserve(std::max(other.free_.capacity(), capacity()));
+    free_.assign(other.free_.begin(), other.free_.end());
   }
   /// Puts room from Grow in place: appends its chunks (moves pointers, one per chunk) and swaps
   /// in the larger free list. `growth` then holds the free list replaced, to be freed later.

@@ -1352,6 +1352,10 @@ Reply HttpServer::Impl::Route(const http::RequestHead& head, std::string_view bo
                               std::string* extra) {
   const std::string_view path = head.path;
   const bool verb = IsVerbPath(path);
+  if (head.method == "POST" && path == "/v1/whatif") {
+    // It changes nothing (a copy of the state decides), so the read-only port serves it too.
+    return service_->WhatIf(body, http::QueryParam(head.query, "format") == "text");
+  }
   if (head.method == "POST") {
     if (options_.read_only) {
       return RouteError(path, 403, StrCat("POST ", path, " is not served on this port: it serves only "
@@ -1371,7 +1375,7 @@ Reply HttpServer::Impl::Route(const http::RequestHead& head, std::string_view bo
     }
     return ErrorReply(404, StrCat("no such endpoint: POST ", path,
                                   " (POST .../filter, .../prioritize, .../bind, .../preempt, "
-                                  "/v1/events)"));
+                                  "/v1/events, /v1/whatif)"));
   }
   if (head.method != "GET" && head.method != "HEAD") {
     *extra = "Allow: GET, HEAD, POST\r\n";
@@ -1401,7 +1405,8 @@ Reply HttpServer::Impl::Route(const http::RequestHead& head, std::string_view bo
 // ---- HttpServer ---------------------------------------------------------------------------------
 
 HttpServerOptions OpsServerOptions() {
-  return HttpServerOptions{.max_body_bytes = 4096,
+  // Bodies only for POST /v1/whatif (a PodGroup and its pods); every other POST is refused.
+  return HttpServerOptions{.max_body_bytes = 1u << 20,
                            .threads = 8,
                            .read_only = true,
                            .thread_name = "ops",

@@ -36,8 +36,8 @@ struct HttpServerOptions {
   /// Further POST routes (exact path -> handler of the body), served on the same transport path
   /// as the verbs. Benchmarks use it for a do-nothing baseline route.
   std::map<std::string, std::function<Reply(std::string_view body)>> extra_post_routes;
-  /// Serve only the GET operations endpoints (health, readiness, version, metrics, debug):
-  /// every POST is refused with 403. `--ops-listen` uses it to expose probes and debug output
+  /// Serve only the GET operations endpoints (health, readiness, version, metrics, debug) and
+  /// POST /v1/whatif, which changes nothing: every other POST is refused with 403. `--ops-listen` uses it to expose probes and debug output
   /// on the pod network while the verbs, bind included, stay on loopback.
   bool read_only = false;
   /// Its threads are named "<name>-worker" and, when Start() runs the loop on a thread of its
@@ -81,14 +81,15 @@ struct HttpServerOptions {
 };
 
 /// The options of the read-only operations port (`berth serve --ops-listen`): the kubelet's
-/// probes, Prometheus and `curl` from the pod network. Small bodies (every POST is refused), 8
-/// workers, at most 64 connections per client address, and 64 MiB of replies in flight.
+/// probes, Prometheus and `curl` from the pod network. Bodies up to 1 MiB (every POST but
+/// /v1/whatif, which changes nothing, is refused), 8 workers, at most 64 connections per client
+/// address, and 64 MiB of replies in flight.
 HttpServerOptions OpsServerOptions();
 
 /// Serves Service over HTTP/1.1 with berth's own event loop (extender/http_server.cc).
 ///
 /// Routes: POST .../filter, .../prioritize, .../bind, .../preempt (any path prefix, so any
-/// `urlPrefix` works), POST /v1/events, and GET (and HEAD) /healthz, /readyz, /version,
+/// `urlPrefix` works), POST /v1/events, POST /v1/whatif, and GET (and HEAD) /healthz, /readyz, /version,
 /// /metrics, /debug/nodes, /debug/pods, /debug/pools, /debug/gangs, /debug/queues,
 /// /debug/explain, /debug/snapshot (JSON, or text with ?format=text).
 ///

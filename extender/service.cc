@@ -99,6 +99,8 @@ absl::Status LocalBinder::Bind(const core::Pod& pod, std::string_view node) {
 }
 
 ServiceOptions ServiceOptionsFor(const Config& config, Mode mode) {
+  auto policy = std::make_shared<policy::PolicyConfig>(config.policy);
+  policy->scheduler_name = config.scheduler_name;  // as main.cc builds the pipeline
   return ServiceOptions{.mode = mode,
                         .scheduler_name = config.scheduler_name,
                         .topology_levels = config.topology_levels,
@@ -107,7 +109,8 @@ ServiceOptions ServiceOptionsFor(const Config& config, Mode mode) {
                         .pod_events = {.repeat_after = config.events_repeat_after,
                                        .min_interval = config.events_min_interval,
                                        .max_per_tick = config.events_max_per_second},
-                        .nudges = {.max_per_tick = config.nudges_per_second}};
+                        .nudges = {.max_per_tick = config.nudges_per_second},
+                        .policy = std::move(policy)};
 }
 
 Reply JsonReply(int status, const nlohmann::json& j) {

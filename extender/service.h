@@ -21,6 +21,7 @@
 #include "extender/metrics.h"
 #include "nlohmann/json_fwd.hpp"
 #include "policy/framework.h"
+#include "policy/config.h"
 #include "policy/pipeline.h"
 #include "policy/topology/topology.h"
 
@@ -152,6 +153,9 @@ struct ServiceOptions {
   std::string version = "0.0.0";
   std::string git_commit = "unknown";
   std::string build_type = "unknown";
+  /// The policy configuration the pipeline was built from: what-ifs build the same pipeline
+  /// for their copy of the state. Without it, POST /v1/whatif answers 503.
+  std::shared_ptr<const policy::PolicyConfig> policy;
 };
 
 struct Config;  // extender/config.h
@@ -190,6 +194,14 @@ class Service {
 
   /// POST /v1/events (SPEC 3.3): one watch event or an array; all or nothing.
   Reply Events(std::string_view body);
+
+  /// POST /v1/whatif (service_whatif.cc): what the verbs would decide next for the objects a
+  /// user would apply (pods, or a PodGroup and its pods; JSON or YAML), decided on a copy of
+  /// berth's state (ClusterModel::Fork) that is thrown away: where they would run now and how
+  /// far apart, or which pods would be preempted or reclaimed and the work lost, or which rule
+  /// holds them back. Changes nothing, so it is served on the read-only port too. One at a
+  /// time: a second concurrent call gets 429. `text`: a page for people.
+  Reply WhatIf(std::string_view body, bool text) const;
 
   // Operations endpoints (SPEC 3.2).
   /// Liveness and readiness; `text` answers one plain line ("ok", "ready"), as Kubernetes'
@@ -316,6 +328,8 @@ class Service {
   IntentQueue intents_;
   /// Pods that passed admission at the last tick, and nudges asked for since.
   absl::Mutex nudge_mu_;
+  /// Set while a what-if runs (they copy the whole model: one at a time).
+  mutable std::atomic<bool> whatif_running_{false};
   std::set<std::string> admitted_at_last_tick_ ABSL_GUARDED_BY(nudge_mu_);
   std::vector<std::pair<std::string, std::string>> pending_nudges_ ABSL_GUARDED_BY(nudge_mu_);
   /// berth's pods whose latest filter answer fit no node, or whose preemption berth refused on

@@ -533,6 +533,22 @@ std::vector<NodeVictims> Framework::ReviewPreemption(
 
 // ---- housekeeping -------------------------------------------------------------------------------
 
+bool Framework::MayReclaimFor(const core::ClusterState& state, const core::Pod& pod, absl::Time now) {
+  return pod.scheduler_name == options_.scheduler_name && pod.node_name.empty() && !GangOf(pod).has_value() &&
+         !pod.terminating && !core::IsTerminal(pod.phase) && state.FindBind(pod.uid.view()) == nullptr &&
+         state.FindReservation(pod.uid.view()) == nullptr && !ReclaimBlocked(pod.uid.view(), now) &&
+         QueueVerdict(state, pod).ok();
+}
+
+bool Framework::ReclaimForPending(const core::Pod& pod) {
+  if (!CanEvict()) return false;
+  {
+    auto view = model_->Read();
+    if (!MayReclaimFor(*view, pod, clock_->Now())) return false;
+  }
+  return StartReclaim(pod) == Reclaim::kHeld;
+}
+
 int Framework::Housekeeping(bool reclaim_pending) {
   const absl::Time now = clock_->Now();
   std::vector<std::string> expired_gangs;
@@ -554,15 +570,9 @@ int Framework::Housekeeping(bool reclaim_pending) {
   {
     auto view = model_->Read();
     view->ForEachPod([&](core::PodSlot, const core::PodState& p) {
-      if (p.pod.scheduler_name != options_.scheduler_name || !p.pod.node_name.empty() ||
-          GangOf(p.pod).has_value() || p.pod.terminating || core::IsTerminal(p.pod.phase) ||
-          now - p.pod.creation < kReclaimPendingAfter ||
-          view->FindBind(p.pod.uid.view()) != nullptr ||
-          view->FindReservation(p.pod.uid.view()) != nullptr ||
-          ReclaimBlocked(p.pod.uid.view(), now) || !QueueVerdict(*view, p.pod).ok()) {
-        return;
+      if (now - p.pod.creation >= kReclaimPendingAfter && MayReclaimFor(*view, p.pod, now)) {
+        pending.push_back(p.pod);
       }
-      pending.push_back(p.pod);
     });
   }
   // Highest priority first, then oldest, as the pods would have been tried.

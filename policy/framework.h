@@ -119,6 +119,12 @@ class Framework {
   /// or that stayed incomplete, and, when `reclaim_pending`, starts reclaims for berth's pending
   /// pods kube-scheduler has not brought to filter. \return the number of reclaims started.
   int Housekeeping(bool reclaim_pending);
+  /// The reclaim Housekeeping starts for a pending pod that kube-scheduler's own checks keep
+  /// from berth's filter, for this pod now (what-ifs ask it without waiting the few seconds
+  /// housekeeping waits). The same conditions: berth's pod, not a gang member, admitted by its
+  /// queue, no room held or bind in flight for it, no reclaim refused lately. \return whether
+  /// room is now held for it.
+  bool ReclaimForPending(const core::Pod& pod);
 
   /// The queue's verdict for the pod on the current admission plan: kFit unless it waits in its
   /// queue (always kFit without the "queue" module).
@@ -144,6 +150,8 @@ class Framework {
   void UndoReclaim(const core::Pod& pod, const absl::Status& why);
   /// Whether a reclaim for the pod failed recently (its filters may borrow, none starts).
   bool ReclaimBlocked(std::string_view uid, absl::Time now);
+  /// Whether housekeeping may start a reclaim for pending `pod` (age aside).
+  bool MayReclaimFor(const core::ClusterState& state, const core::Pod& pod, absl::Time now);
   /// Gangs whose reservations ran out, and gangs left incomplete (evicting their bound members
   /// when configured).
   void GangHousekeeping(absl::Time now, const std::vector<std::string>& expired_gangs);

@@ -375,6 +375,26 @@ std::shared_ptr<const AdmissionPlan> FairShare::PlanFor(const core::ClusterState
   return MakeTimed(state, now);
 }
 
+void FairShare::CopyBookFrom(FairShare& other) {
+  if (&other == this) return;
+  std::map<std::string, Flow, std::less<>> flows;
+  std::map<std::string, Charge, std::less<>> charges;
+  std::shared_ptr<const AdmissionPlan> last;
+  absl::Duration cost;
+  {
+    absl::MutexLock lock(&other.mu_);
+    flows = other.flows_;
+    charges = other.charges_;
+    last = other.last_;
+    cost = other.last_cost_;
+  }
+  absl::MutexLock lock(&mu_);
+  flows_ = std::move(flows);
+  charges_ = std::move(charges);
+  last_ = std::move(last);
+  last_cost_ = cost;
+}
+
 std::shared_ptr<const AdmissionPlan> FairShare::Published(const core::ClusterState& state,
                                                           absl::Time now) {
   absl::MutexLock lock(&mu_);

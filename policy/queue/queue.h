@@ -204,6 +204,11 @@ class FairShare {
   void SetPipeline(const Pipeline* pipeline) { pipeline_ = pipeline; }
   const UsageMeter& meter() const { return meter_; }
 
+  /// Takes `other`'s memory (each queue's flow, the budget charged to live jobs, the last plan),
+  /// so that plans made here for a copy of `other`'s model are the plans `other` would make: a
+  /// what-if must not start from a book with no past.
+  void CopyBookFrom(FairShare& other);
+
  private:
   std::shared_ptr<const AdmissionPlan> Make(const core::ClusterState& state, absl::Time now)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -1093,3 +1093,71 @@ TEST_CASE("Model: readers always see a consistent state while writers run",
 
 }  // namespace
 }  // namespace berth::core
+
+namespace berth::core {
+namespace {
+
+// Every node's free room, every pod's node and phase, the ledger and the reservations: what a
+// copy of the model must agree on.
+std::string Describe(const ClusterModel& m) {
+  auto view = m.Read();
+  std::string out = StrCat("generation ", view->generation(), "\n");
+  view->ForEachNode([&](NodeSlot slot, const NodeState& n) {
+    StrAppend(&out, "node ", n.node.name, " slot ", slot, " free ", n.Free().DebugString(view->resources()),
+              " pods ", n.pods.size(), "\n");
+  });
+  view->ForEachPod([&](PodSlot slot, const PodState& p) {
+    StrAppend(&out, "pod ", p.pod.Key(), " uid ", p.pod.uid, " slot ", slot, " node ", p.pod.node_name, " by-name ",
+              view->FindPodByName(p.pod.ns, p.pod.name) == &p ? "yes" : "no", " by-uid ",
+              view->FindPod(p.pod.uid) == &p ? "yes" : "no", "\n");
+    if (const LedgerEntry* e = view->FindBind(p.pod.uid)) StrAppend(&out, "  bind to slot ", e->node, "\n");
+    if (const Reservation* r = view->FindReservation(p.pod.uid)) StrAppend(&out, "  held on slot ", r->node, "\n");
+  });
+  return out;
+}
+
+TEST_CASE("Model: a fork is an exact copy that changes apart from its original", "[model]") {
+  FakeClock clock;
+  ClusterModel model(&clock);
+  const ResourceId fpga = *model.resources().Intern("example.com/fpga");
+  Node n1 = MakeNode("gke-prod-pool-1-abcdef12-node-0001", 8000, 32 * kGi);
+  n1.allocatable.Set(fpga, 2);
+  model.Apply(NodeUpsert{n1});
+  model.Apply(NodeUpsert{MakeNode("n2", 8000, 32 * kGi)});
+  model.Apply(PodUpsert{MakePod("u1", "running", n1.name, 2000, kGi)});
+  model.Apply(PodUpsert{Pending("u2", "binding", 1000, kGi)});
+  model.Apply(PodUpsert{Pending("u3", "held", 3000, kGi)});
+  REQUIRE(model.Assume("u2", "n2", nullptr).ok());
+  REQUIRE(model.Reserve("u3", "n2", Reservation{.request = Vec({{kCpu, 3000}}), .expires = clock.Now() + absl::Minutes(1)}).ok());
+
+  FakeClock other_clock;
+  std::unique_ptr<ClusterModel> fork = model.Fork(&other_clock);
+  CHECK(Describe(*fork) == Describe(model));
+  CHECK(fork->resources().Find("example.com/fpga") == fpga);
+  CHECK(&fork->resources() != &model.resources());
+
+  // Changes to the fork stay there: a pod deleted, a node added, a bind confirmed, a new name.
+  const std::string original = Describe(model);
+  fork->Apply(PodDelete{.uid = "u1", .ns = "default", .name = "running"});
+  fork->Apply(NodeUpsert{MakeNode("n3", 4000, 8 * kGi)});
+  REQUIRE(fork->ConfirmBindLocally("u2").ok());
+  REQUIRE(fork->resources().Intern("example.com/only-in-the-fork").ok());
+  CHECK(Describe(model) == original);
+  CHECK_FALSE(model.resources().Find("example.com/only-in-the-fork").has_value());
+  {
+    auto view = fork->Read();
+    CHECK(view->FindPod("u1") == nullptr);
+    CHECK(view->FindNode("n3") != nullptr);
+    CHECK(view->FindPod("u2")->pod.node_name == "n2");
+  }
+  // And the original's changes do not reach the fork.
+  const std::string forked = Describe(*fork);
+  model.Apply(PodDelete{.uid = "u3", .ns = "default", .name = "held"});
+  model.Apply(NodeDelete{.name = "n2"});
+  CHECK(Describe(*fork) == forked);
+  CHECK(CheckInvariants(*fork->Read()).empty());
+  CHECK(CheckInvariants(*model.Read()).empty());
+}
+
+}  // namespace
+}  // namespace berth::core

@@ -14,6 +14,7 @@ Harness::Harness(policy::PolicyConfig config, extender::Mode mode) {
   options.mode = mode;
   options.scheduler_name = config.scheduler_name;  // as main.cc wires both from one setting
   options.reclaim_timeout = config.pools.reclaim_timeout;
+  options.policy = std::make_shared<const policy::PolicyConfig>(config);  // for what-ifs
   service_ = std::make_unique<extender::Service>(options, &model_, *std::move(pipeline),
                                                  binder_.get(), &clock_);
   service_->SetReady(true);
