@@ -27,7 +27,9 @@
 #include "extender/http_server.h"
 #include "extender/thread_name.h"
 #include "extender/kube/kubeconfig.h"
+#include "extender/journal.h"
 #include "extender/kube/runtime.h"
+#include "extender/replay.h"
 #include "extender/logging.h"
 #include "extender/service.h"
 #include "extender/sim/engine.h"
@@ -59,6 +61,13 @@ ABSL_FLAG(bool, in_cluster, false,
           "i.e. when KUBERNETES_SERVICE_HOST is set and no --cluster is given)");
 ABSL_FLAG(std::string, scheduler_name, "",
           "schedulerName of berth's pods (default: the config's schedulerName, else berth-scheduler)");
+// The decision journal (docs/decisions.md, "Journal and replay").
+ABSL_FLAG(std::string, journal, "",
+          "serve, simulate: record every verb, model change and tick in this directory; replay: "
+          "the journal to replay");
+ABSL_FLAG(int64_t, journal_max_file_mb, 64, "serve, simulate: begin a new journal file past this size");
+ABSL_FLAG(int64_t, journal_max_total_mb, 1024,
+          "serve, simulate: delete the oldest journal files while the journal holds more than this");
 ABSL_FLAG(std::string, log_level, "info", "trace, debug, info, warn, error or off");
 ABSL_FLAG(std::string, log_format, "text", "text, or json for one JSON object per line");
 // berth simulate (docs/simulate.md).
@@ -101,8 +110,10 @@ constexpr char kUsage[] =
     "              [--tls-cert-file FILE --tls-key-file FILE [--tls-client-ca-file FILE]]\n"
     "              [--cluster FILE | --kubeconfig FILE [--context NAME] | --in-cluster]\n"
     "              [--scheduler-name berth-scheduler] [--log-level info] [--log-format text|json]\n"
+    "              [--journal DIR [--journal-max-file-mb 64] [--journal-max-total-mb 1024]]\n"
     "  berth simulate --cluster FILE --workload FILE [--config FILE] [--out DIR] [--seed N]\n"
     "  berth simulate --generate PROFILE --jobs N --out workload.yaml [--cluster-out FILE]\n"
+    "  berth replay --journal DIR [--config FILE]\n"
     "  berth version\n\n"
     "With no --cluster, --kubeconfig or --in-cluster, `berth serve` runs on its embedded demo "
     "cluster, or in a pod (KUBERNETES_SERVICE_HOST set) in Kubernetes mode with the pod's "
@@ -149,6 +160,47 @@ bool ParseListen(const std::string& listen, std::string* host, int* port) {
   if (p.empty() || p.size() > 5 || p.find_first_not_of("0123456789") != std::string::npos) return false;
   *port = std::stoi(p);
   return *port <= 65535;
+}
+
+// Opens --journal, if given, with the header replay rebuilds the service from. A null journal
+// and OK when the flag is empty.
+absl::StatusOr<std::unique_ptr<Journal>> OpenJournal(Mode mode, const Config& config) {
+  const std::string dir = absl::GetFlag(FLAGS_journal);
+  if (dir.empty()) return std::unique_ptr<Journal>();
+  const int64_t file_mb = absl::GetFlag(FLAGS_journal_max_file_mb);
+  const int64_t total_mb = absl::GetFlag(FLAGS_journal_max_total_mb);
+  if (file_mb < 1 || file_mb > 65536) return absl::InvalidArgumentError("--journal-max-file-mb: expected 1..65536");
+  if (total_mb < file_mb) return absl::InvalidArgumentError("--journal-max-total-mb: expected at least --journal-max-file-mb");
+  JournalHeader header{.mode = std::string(ModeName(mode)),
+                       .scheduler_name = config.scheduler_name,
+                       .version = StrCat(kVersion, " (", kGitCommit, ")")};
+  if (const std::string path = absl::GetFlag(FLAGS_config); !path.empty()) {
+    absl::StatusOr<std::string> text = ReadFile(path);
+    if (!text.ok()) return text.status();
+    header.config_json = *std::move(text);
+    header.config_source = path;
+  }
+  return Journal::Open(JournalOptions{.dir = dir, .max_file_bytes = file_mb << 20, .max_total_bytes = total_mb << 20},
+                       std::move(header));
+}
+
+int ReplayCommand() {
+  if (absl::Status s = SetupLogging("error", absl::GetFlag(FLAGS_log_format)); !s.ok()) return Fail(ToStd(s.message()));
+  ReplayOptions o;
+  o.dir = absl::GetFlag(FLAGS_journal);
+  if (o.dir.empty()) return Fail("replay needs --journal DIR (a directory `berth serve --journal` or `berth simulate --journal` wrote)");
+  if (const std::string path = absl::GetFlag(FLAGS_config); !path.empty()) {
+    absl::StatusOr<std::string> text = ReadFile(path);
+    if (!text.ok()) return Fail(ToStd(text.status().message()));
+    // Checked here, so a bad file is named before any replaying.
+    if (absl::StatusOr<Config> parsed = ParseConfig(*text, path); !parsed.ok()) return Fail(ToStd(parsed.status().message()));
+    o.config_json = *std::move(text);
+    o.config_source = path;
+  }
+  absl::StatusOr<ReplayResult> result = extender::Replay(o);
+  if (!result.ok()) return Fail(ToStd(result.status().message()));
+  std::cout << ReplayReport(*result);
+  return result->differing == 0 ? 0 : 1;
 }
 
 int Serve() {
@@ -225,6 +277,10 @@ int Serve() {
   options.git_commit = kGitCommit;
   options.build_type = kBuildType;
 
+  absl::StatusOr<std::unique_ptr<Journal>> journal =
+      OpenJournal(kubernetes ? Mode::kKubernetes : Mode::kStandalone, config);
+  if (!journal.ok()) return Fail(ToStd(journal.status().message()));
+
   std::unique_ptr<kube::KubernetesRuntime> runtime;
   LocalBinder local_binder(&model);
   BinderInterface* binder = &local_binder;
@@ -240,6 +296,7 @@ int Serve() {
     kopts.client.user_agent = StrCat("berth/", kVersion);
     kopts.scheduler_name = config.scheduler_name;
     kopts.pool_status_interval = config.pool_status_interval;
+    kopts.reflector.journal = journal->get();
     absl::StatusOr<std::unique_ptr<kube::KubernetesRuntime>> rt =
         kube::KubernetesRuntime::Create(*std::move(kc), kopts, &model);
     if (!rt.ok()) return Fail(ToStd(rt.status().message()));
@@ -247,7 +304,13 @@ int Serve() {
     binder = &runtime->binder();
     source = StrCat("kubernetes, ", runtime->client().server());
   }
+  std::unique_ptr<JournalingBinder> journaling_binder;
+  if (*journal != nullptr && kubernetes) {
+    journaling_binder = std::make_unique<JournalingBinder>(binder, journal->get(), &clock);
+    binder = journaling_binder.get();
+  }
   Service service(options, &model, *std::move(pipeline), binder, &clock);
+  if (*journal != nullptr) service.SetJournal(journal->get());
   // Reclaim evicts through the Eviction API in Kubernetes mode (standalone mode's default
   // evictor removes the pod from the model).
   // Jobs admitted by their queue are nudged with a pod annotation patch, so kube-scheduler
@@ -447,7 +510,16 @@ int Simulate() {
     }
     o.break_rules.emplace(rule);
   }
+  absl::StatusOr<std::unique_ptr<Journal>> journal = OpenJournal(Mode::kKubernetes, o.config);
+  if (!journal.ok()) return Fail(ToStd(journal.status().message()));
+  o.journal = journal->get();
   absl::StatusOr<sim::SimResult> result = sim::RunSimulation(o);
+  if (*journal != nullptr) {
+    (*journal)->Flush();
+    const JournalStats js = (*journal)->stats();
+    std::cout << "journal: " << absl::GetFlag(FLAGS_journal) << ", " << js.entries << " entries, " << js.bytes
+              << " bytes\n";
+  }
   if (!result.ok()) return Fail(ToStd(result.status().message()));
   result->info.berth_version = StrCat(kVersion, " (", kGitCommit, ")");
   std::cout << sim::SummaryTable(*result);
@@ -477,7 +549,7 @@ int main(int argc, char** argv) {
   std::vector<char*> args =
       absl::ParseCommandLine(static_cast<int>(argv_underscored.size()), argv_underscored.data());
   if (args.size() < 2) {
-    std::cerr << "berth: no command given (expected serve, simulate or version)\n\n"
+    std::cerr << "berth: no command given (expected serve, simulate, replay or version)\n\n"
               << berth::extender::kUsage << "\n";
     return 2;
   }
@@ -487,10 +559,11 @@ int main(int argc, char** argv) {
   }
   if (command == "serve") return berth::extender::Serve();
   if (command == "simulate") return berth::extender::Simulate();
+  if (command == "replay") return berth::extender::ReplayCommand();
   if (command == "version") {
     std::cout << "berth " << berth::extender::kVersion << " (commit " << berth::extender::kGitCommit
               << ", " << berth::extender::kBuildType << ")\n";
     return 0;
   }
-  return berth::extender::Fail(berth::StrCat("unknown command \"", command, "\" (expected serve, simulate or version)"));
+  return berth::extender::Fail(berth::StrCat("unknown command \"", command, "\" (expected serve, simulate, replay or version)"));
 }

@@ -1,10 +1,13 @@
 #include "extender/service.h"
 
+#include "extender/journal.h"
+
 #include <algorithm>
 #include <cctype>
 
 #include "core/strings.h"
 #include "extender/config.h"
+#include "extender/journal.h"
 #include "extender/json.h"
 #include "extender/k8s_codec.h"
 #include "extender/protocol.h"
@@ -221,31 +224,32 @@ void Service::SetPodEventSink(PodEventSinkInterface* sink) {
 }
 
 template <class Fn>
-Reply Service::Observed(VerbKind verb, Fn&& fn) {
+Reply Service::Observed(VerbKind verb, std::string_view body, Fn&& fn) {
   const auto i = static_cast<size_t>(verb);
   const absl::Time start = absl::Now();
   Reply r = fn();
   metrics_.latency[i].Observe(absl::Now() - start);
   metrics_.requests[i].fetch_add(1, std::memory_order_relaxed);
   if (r.status != 200) metrics_.errors[i].fetch_add(1, std::memory_order_relaxed);
+  if (journal_ != nullptr) journal_->Verb(verb, clock_->Now(), body, r.status, r.body);
   return r;
 }
 
 Reply Service::Filter(std::string_view body, std::vector<policy::NodeVerdict>* verdicts) {
-  return Observed(VerbKind::kFilter, [&] { return FilterVerb(body, verdicts); });
+  return Observed(VerbKind::kFilter, body, [&] { return FilterVerb(body, verdicts); });
 }
 Reply Service::Prioritize(std::string_view body) {
-  return Observed(VerbKind::kPrioritize, [&] { return PrioritizeVerb(body); });
+  return Observed(VerbKind::kPrioritize, body, [&] { return PrioritizeVerb(body); });
 }
 Reply Service::Bind(std::string_view body) {
-  return Observed(VerbKind::kBind, [&] {
+  return Observed(VerbKind::kBind, body, [&] {
     Reply r = BindVerb(body);
     if (r.status == 200) metrics_.binds.Add(r.body == EncodeBindingResult("") ? "bound" : "refused");
     return r;
   });
 }
 Reply Service::Preempt(std::string_view body) {
-  return Observed(VerbKind::kPreempt, [&] { return PreemptVerb(body); });
+  return Observed(VerbKind::kPreempt, body, [&] { return PreemptVerb(body); });
 }
 
 void Service::StampCreation(std::vector<core::ModelEvent>* events) const {
@@ -335,7 +339,22 @@ Reply Service::FilterVerb(std::string_view body, std::vector<policy::NodeVerdict
 }
 
 int Service::Housekeeping() {
-  return framework_->Housekeeping(/*reclaim_pending=*/options_.mode == Mode::kKubernetes);
+  const int reclaims = framework_->Housekeeping(/*reclaim_pending=*/options_.mode == Mode::kKubernetes);
+  if (journal_ != nullptr) journal_->Tick(kJournalHousekeeping, clock_->Now(), reclaims);
+  return reclaims;
+}
+
+AdmissionTickStats Service::AdmissionTick() {
+  const AdmissionTickStats stats = RunAdmissionTick();
+  if (journal_ != nullptr) journal_->Tick(kJournalTick, clock_->Now(), stats.evicted);
+  return stats;
+}
+
+void Service::SetJournal(Journal* journal) {
+  journal_ = journal;
+  if (journal_ == nullptr) return;
+  journal_->SetSnapshotSource([this] { return DebugSnapshot(/*text=*/false, /*compact=*/true).body; });
+  journal_->Snapshot(clock_->Now());
 }
 
 Reply Service::PrioritizeVerb(std::string_view body) {
@@ -467,6 +486,7 @@ Reply Service::Events(std::string_view body) {
       DecodeWatchEvents(parsed.root(), model_->resources());
   if (!events.ok()) return ErrorReply(400, ToStd(events.status().message()));
   StampCreation(&*events);
+  if (journal_ != nullptr) journal_->ModelEvents(clock_->Now(), *events, model_->resources());
   core::ApplyStats stats = model_->Apply(*events);
   uint64_t generation;
   {
@@ -509,6 +529,7 @@ absl::StatusOr<size_t> Service::LoadList(std::string_view json, std::string_view
   if (!events.ok()) {
     return absl::InvalidArgumentError(StrCat(source, ": ", events.status().message()));
   }
+  if (journal_ != nullptr) journal_->ModelEvents(clock_->Now(), *events, model_->resources());
   const core::ApplyStats stats = model_->Apply(*events);
   if (!stats.refused.empty()) {
     std::string why;
@@ -749,7 +770,7 @@ Reply Service::DebugPods(bool text, bool all) const {
                          {"pods", std::move(arr)}});
 }
 
-Reply Service::DebugSnapshot(bool text) const {
+Reply Service::DebugSnapshot(bool text, bool compact) const {
   auto view = model_->Read();
   const core::ResourceNames& names = view->resources();
   const std::vector<const core::NodeState*> nodes = SortedNodes(*view);
@@ -781,10 +802,12 @@ Reply Service::DebugSnapshot(bool text) const {
       [&](const core::PodGroup& o) { items.push_back(EncodePodGroup(o, names)); });
   view->ForEachPriorityClass(
       [&](const core::PriorityClass& o) { items.push_back(EncodePriorityClass(o)); });
-  return JsonReply(200, {{"apiVersion", "v1"},
+  nlohmann::json list = {{"apiVersion", "v1"},
                          {"kind", "List"},
                          {"metadata", {{"resourceVersion", StrCat(view->generation())}}},
-                         {"items", std::move(items)}});
+                         {"items", std::move(items)}};
+  if (compact) return Reply{.body = list.dump()};
+  return JsonReply(200, list);
 }
 
 }  // namespace berth::extender

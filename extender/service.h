@@ -27,6 +27,8 @@
 
 namespace berth::extender {
 
+class Journal;  // extender/journal.h
+
 /// Where the model's truth comes from.
 enum class Mode {
   kStandalone,  ///< objects arrive through POST /v1/events or a file; binds change the model only
@@ -219,7 +221,8 @@ class Service {
   /// Per queue (SPEC 6.4): weight, fair share, flow, usage (preemptible or not), limit, budget;
   /// the waiting jobs in admission order with their state, position and what holds them back.
   Reply DebugQueues(bool text) const;
-  Reply DebugSnapshot(bool text) const;
+  /// `compact`: the List on one line (the journal's snapshots).
+  Reply DebugSnapshot(bool text, bool compact = false) const;
   /// GET /debug/explain?pod=NS/NAME (SPEC 6.8): the pod's pool, queue, gang, priority and
   /// admission state; every node grouped by its verdict (the first failing rule, with the
   /// numbers of one node); and the smallest changes that would let it run. 400 for a malformed
@@ -242,6 +245,11 @@ class Service {
   void SetNudger(NudgerInterface* nudger);
   /// Where Events about waiting pods go (Kubernetes mode); none by default. Set before serving.
   void SetPodEventSink(PodEventSinkInterface* sink);
+  /// Records every verb call, every change taken through POST /v1/events or LoadList, and every
+  /// tick in `journal` (extender/journal.h), beginning with a snapshot of the model now. Set
+  /// before serving; the journal outlives the service's use of it.
+  void SetJournal(Journal* journal);
+  Journal* journal() const { return journal_; }
 
   /// Verbs and ticks only record their side effects (evictions, nudges, Events) as intents.
   /// `berth serve` starts the worker that carries them out (off the request path) and stops it
@@ -280,8 +288,10 @@ class Service {
   Reply BindVerb(std::string_view body);
   Reply PreemptVerb(std::string_view body);
   /// Counts and times one verb call.
+  /// Journals it too, with `body`.
   template <class Fn>
-  Reply Observed(VerbKind verb, Fn&& fn);
+  Reply Observed(VerbKind verb, std::string_view body, Fn&& fn);
+  AdmissionTickStats RunAdmissionTick();
 
   /// Standalone mode learns the pod (and full nodes) a verb carries if the model lacks them.
   /// The nodes come decoded with their provisional resource names (core::NodeUpsert).
@@ -307,6 +317,7 @@ class Service {
   EvictorInterface* evictor_ = nullptr;
   NudgerInterface* nudger_ = nullptr;
   PodEventSinkInterface* pod_events_ = nullptr;
+  Journal* journal_ = nullptr;
   /// Why each waiting pod last waited, and what was written about it (tick-driven).
   struct WaitingNote {
     core::Pod pod;

@@ -19,7 +19,7 @@ std::string Percent(double part, double whole) {
 
 }  // namespace
 
-AdmissionTickStats Service::AdmissionTick() {
+AdmissionTickStats Service::RunAdmissionTick() {
   AdmissionTickStats stats;
   policy::FairShare* book = pipeline_->fair_share();
   std::vector<std::pair<core::Pod, std::string>> nudges;

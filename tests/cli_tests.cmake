@@ -41,8 +41,8 @@ add_test(NAME cli.version-flag COMMAND berth --version)
 set_tests_properties(cli.version-flag PROPERTIES
   PASS_REGULAR_EXPRESSION "^berth ${PROJECT_VERSION} " TIMEOUT 10 LABELS cli)
 
-berth_cli_fails(no-command "^berth: no command given \\(expected serve, simulate or version\\)\n")
-berth_cli_fails(unknown-command "^berth: unknown command \"bogus\" \\(expected serve, simulate or version\\)\n$"
+berth_cli_fails(no-command "^berth: no command given \\(expected serve, simulate, replay or version\\)\n")
+berth_cli_fails(unknown-command "^berth: unknown command \"bogus\" \\(expected serve, simulate, replay or version\\)\n$"
   ONE_LINE ARGS bogus)
 berth_cli_fails(extra-argument "unexpected argument \"extra\" after version" ONE_LINE
   ARGS version extra)
@@ -184,3 +184,27 @@ set_tests_properties(cli.simulate.shipped PROPERTIES TIMEOUT 300 LABELS cli)
 
 add_test(NAME cli.docs.as-written COMMAND bash ${BERTH_CLI_DATA}/docs_test.sh ${PROJECT_SOURCE_DIR})
 set_tests_properties(cli.docs.as-written PROPERTIES FAIL_REGULAR_EXPRESSION "FAIL: " TIMEOUT 30 LABELS cli)
+
+# berth replay (docs/decisions.md, "Journal and replay"): the journal shipped in bench/journals,
+# recorded by `berth simulate --journal`, replays through this build with no difference; under a
+# configuration that scores differently it reports the differences and exits 1.
+set(BERTH_JOURNAL ${PROJECT_SOURCE_DIR}/bench/journals/seed-stories-1h)
+add_test(NAME cli.replay.shipped-journal COMMAND berth replay --journal ${BERTH_JOURNAL})
+set_tests_properties(cli.replay.shipped-journal PROPERTIES
+  PASS_REGULAR_EXPRESSION "decisions compared: 0 differ" TIMEOUT 60 LABELS cli)
+add_test(NAME cli.replay.shipped-journal.exit COMMAND berth replay --journal ${BERTH_JOURNAL})
+set_tests_properties(cli.replay.shipped-journal.exit PROPERTIES TIMEOUT 60 LABELS cli)
+add_test(NAME cli.replay.changed-config
+         COMMAND berth replay --journal ${BERTH_JOURNAL}
+                 --config ${PROJECT_SOURCE_DIR}/bench/journals/scores-without-binpack.json)
+set_tests_properties(cli.replay.changed-config PROPERTIES
+  PASS_REGULAR_EXPRESSION "decisions compared: [1-9][0-9]* differ.*#1 journal-000001.jsonl:[0-9]+ at .*recorded: .*replayed: .*then:.*now:"
+  TIMEOUT 60 LABELS cli)
+add_test(NAME cli.replay.changed-config.exit
+         COMMAND berth replay --journal ${BERTH_JOURNAL}
+                 --config ${PROJECT_SOURCE_DIR}/bench/journals/scores-without-binpack.json)
+set_tests_properties(cli.replay.changed-config.exit PROPERTIES WILL_FAIL TRUE TIMEOUT 60 LABELS cli)
+berth_cli_fails(replay.no-journal "replay needs --journal DIR" ONE_LINE ARGS replay)
+berth_cli_fails(replay.empty-dir "no journal files" ONE_LINE ARGS replay --journal ${BERTH_CLI_DATA})
+berth_cli_fails(replay.bad-config "config-unknown-field.json: .*unknown field" ONE_LINE
+                ARGS replay --journal ${BERTH_JOURNAL} --config ${BERTH_CLI_DATA}/config-unknown-field.json)

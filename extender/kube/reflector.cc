@@ -1,5 +1,7 @@
 #include "extender/kube/reflector.h"
 
+#include "extender/journal.h"
+
 #include <utility>
 
 #include "core/strings.h"
@@ -377,6 +379,7 @@ void Reflector::ApplyBatch(std::vector<core::ModelEvent>* batch) {
 }
 
 void Reflector::ApplyToModel(std::span<const core::ModelEvent> events) {
+  if (options_.journal != nullptr) options_.journal->ModelEvents(absl::Now(), events, model_->resources());
   const core::ApplyStats stats = model_->Apply(events);
   if (stats.refused.empty()) return;
   for (const std::string& why : stats.refused) {

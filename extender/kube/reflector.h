@@ -17,6 +17,10 @@
 #include "core/cluster_model.h"
 #include "extender/kube/client.h"
 
+namespace berth::extender {
+class Journal;  // extender/journal.h
+}  // namespace berth::extender
+
 namespace berth::extender::kube {
 
 /// Splits a byte stream into top-level JSON values, as a watch response is: one event object
@@ -70,6 +74,8 @@ struct ReflectorOptions {
   absl::Duration min_backoff = absl::Milliseconds(200);
   absl::Duration max_backoff = absl::Seconds(30);
   absl::Duration absent_retry = absl::Seconds(30);
+  /// `berth serve --journal`: every batch of changes is recorded before the model takes it.
+  Journal* journal = nullptr;
 };
 
 struct ReflectorStats {

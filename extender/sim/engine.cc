@@ -22,6 +22,7 @@
 #include "core/strings.h"
 #include "extender/json.h"
 #include "extender/k8s_codec.h"
+#include "extender/journal.h"
 #include "extender/service.h"
 #include "extender/sim/answers.h"
 #include "nlohmann/json.hpp"
@@ -387,6 +388,7 @@ absl::Status World::Init() {
     service_->SetEvictor(&evictor_);
     service_->SetNudger(&nudger_);
     service_->SetReady(true);
+    if (o_.journal != nullptr) service_->SetJournal(o_.journal);
   }
   pool_names_ = {"default"};
   pool_preemption_ = {true};
@@ -503,6 +505,7 @@ absl::Status World::LoadCluster() {
     for (const core::ModelEvent& e : *events) {
       if (!std::holds_alternative<core::PodUpsert>(e)) without_pods.push_back(e);
     }
+    if (o_.journal != nullptr) o_.journal->ModelEvents(clock_.Now(), without_pods, model_->resources());
     model_->Apply(without_pods);
   }
   for (SimNode& n : nodes_) {
@@ -583,6 +586,7 @@ int World::QueueIndex(std::string_view name) {
 void World::ToBerth(const core::ModelEvent& e) {
   if (!berth_) return;
   if (o_.break_rules.contains(kBreakPodDeletes) && std::holds_alternative<core::PodDelete>(e)) return;
+  if (o_.journal != nullptr) o_.journal->ModelEvents(clock_.Now(), std::span<const core::ModelEvent>(&e, 1), model_->resources());
   model_->Apply(e);
 }
 

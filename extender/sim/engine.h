@@ -16,6 +16,10 @@
 #include "extender/sim/result.h"
 #include "extender/sim/workload.h"
 
+namespace berth::extender {
+class Journal;  // extender/journal.h
+}  // namespace berth::extender
+
 namespace berth::extender::sim {
 
 /// Rules the simulator can break on purpose, to show that the matching invariant fires
@@ -60,6 +64,9 @@ struct SimOptions {
   /// How berth writes its answers; kLong only to compare with its earlier answers (tests).
   AnswerForm answers = AnswerForm::kShort;
   std::set<std::string, std::less<>> break_rules;
+  /// `--journal DIR`: berth's world records its decisions there, as `berth serve --journal`
+  /// does (the baseline has none).
+  Journal* journal = nullptr;
 };
 
 /// Runs the workload through berth and (unless disabled) through the baseline, the two worlds

@@ -17,6 +17,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/escaping.h"
 #include "core/strings.h"
+#include "tests/testing/files.h"
 
 namespace berth::testing {
 namespace {
@@ -44,37 +45,6 @@ bool Contains(std::string_view haystack, std::string_view needle) {
 
 std::string B64(std::string_view s) { return absl::Base64Escape(ToAbsl(s)); }
 
-// A fresh directory under /tmp, removed with everything in it at the end of the test.
-class TempDir {
- public:
-  TempDir() {
-    char tmpl[] = "/tmp/berth-kubeconfig-XXXXXX";
-    const char* made = ::mkdtemp(tmpl);
-    REQUIRE(made != nullptr);
-    path_ = made;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-
-  const std::filesystem::path& path() const { return path_; }
-
-  // Writes `content` to `rel` (creating directories) and returns the absolute path.
-  std::string Write(const std::string& rel, std::string_view content) const {
-    const std::filesystem::path p = path_ / rel;
-    std::filesystem::create_directories(p.parent_path());
-    std::ofstream out(p, std::ios::binary | std::ios::trunc);
-    out.write(content.data(), static_cast<std::streamsize>(content.size()));
-    REQUIRE(out.good());
-    return p.string();
-  }
-
- private:
-  std::filesystem::path path_;
-};
 
 // A kubeconfig with one context "ctx" -> cluster "c1", user "u1"; the cluster and user bodies
 // are given as YAML block text indented by four spaces.
