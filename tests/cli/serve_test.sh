@@ -7,6 +7,8 @@
 #   5. HTTPS: with --tls-cert-file/--tls-key-file both ports speak TLS only; a certificate
 #      replaced in place (key and certificate) is served to the next connection without a
 #      restart. Needs the openssl command (Debian's ca-certificates depends on it).
+#   4. Decisions in JSON logs and /metrics; `--journal` records the run and `berth replay`
+#      replays it with no difference.
 #   3. Round trip: /debug/snapshot of a changed model loads back with --cluster into a second
 #      berth whose /debug/snapshot is byte-for-byte the same (but for the List's resourceVersion,
 #      a change counter).
@@ -160,8 +162,8 @@ if ! cmp -s "$WORK/snapshot1.cmp" "$WORK/snapshot2.cmp"; then
 fi
 stop_berth "$REPLAY_PID"
 
-# ---- 4. decisions in JSON logs, and /metrics -------------------------------------------------------
-start_berth logs --log-level debug --log-format json
+# ---- 4. decisions in JSON logs, and /metrics; the decision journal ---------------------------------
+start_berth logs --log-level debug --log-format json --journal "$WORK/journal"
 LOGS_PID=$PID
 FILTER='{"Pod": {"metadata": {"name": "eval-pending", "namespace": "ml", "uid": "eval-pending",
   "labels": {"berth.io/queue": "research"}}, "spec": {"schedulerName": "berth-scheduler",
@@ -178,6 +180,11 @@ stop_berth "$LOGS_PID"
 grep -Evq '^\{.*\}$' "$WORK/logs.err" && fail "a log line is not one JSON object"
 grep -E '"level":"debug"' "$WORK/logs.err" | grep -q 'filter pod=ml/eval-pending candidates=2 fit=1 rejected=' ||
   fail "no debug line for the filter decision"
+# The journal of that run replays through the same binary with no difference.
+"$BERTH" replay --journal "$WORK/journal" >"$WORK/replay-journal.out" 2>&1 ||
+  fail "berth replay of the serve journal: exit $? ($(cat "$WORK/replay-journal.out"))"
+grep -q "(1 verb calls, " "$WORK/replay-journal.out" || fail "the journal lacks the filter: $(cat "$WORK/replay-journal.out")"
+grep -q "decisions compared: 0 differ" "$WORK/replay-journal.out" || fail "the replay differs: $(cat "$WORK/replay-journal.out")"
 
 # ---- 5. HTTPS on both ports, and a certificate replaced in place -----------------------------------
 if command -v openssl >/dev/null; then

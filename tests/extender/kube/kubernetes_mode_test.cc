@@ -7,9 +7,12 @@
 #include <string>
 
 #include "catch2/catch.hpp"
+#include "extender/journal.h"
 #include "extender/kube/client.h"
+#include "extender/replay.h"
 #include "tests/extender/kube/kube_test_env.h"
 #include "tests/testing/builders.h"
+#include "tests/testing/files.h"
 
 namespace berth::testing {
 namespace {
@@ -374,6 +377,46 @@ TEST_CASE("kubernetes mode: TLS verification, client certificates and token rota
     std::this_thread::sleep_for(std::chrono::milliseconds(30));
     CHECK((*client)->Call("GET", "/api/v1/nodes")->status == 200);
   }
+}
+
+TEST_CASE("kubernetes mode: the journal records what the watches delivered, and replays with no difference",
+          "[kubernetes]") {
+  FakeApiServer api;
+  Seed(api);
+  TempDir dir;
+  const std::string journal_dir = (dir.path() / "journal").string();
+  // Opened first: the reflectors' threads write to it until the runtime stops.
+  absl::StatusOr<std::unique_ptr<extender::Journal>> journal = extender::Journal::Open(
+      extender::JournalOptions{.dir = journal_dir},
+      extender::JournalHeader{.mode = "kubernetes", .scheduler_name = "berth-scheduler", .version = "test"});
+  REQUIRE(journal.ok());
+  extender::kube::KubernetesOptions options = FastOptions();
+  options.reflector.journal = journal->get();
+  {
+    KubeBerth berth(api, options);
+    berth.service().SetJournal(journal->get());
+    REQUIRE(berth.StartReady());
+    const std::string uid = UidOf(api, "ml", "train-0");
+    const Json filter = {{"Pod", api.Get("pods", "ml", "train-0").value()}, {"NodeNames", {"n1", "n2"}}};
+    const Json answer = Parse(berth.service().Filter(filter.dump()));
+    CHECK(answer["NodeNames"] == Json::array({"n2"}));  // n1 has 1 CPU left of 4
+    CHECK(Parse(berth.service().Bind(
+              Json{{"PodName", "train-0"}, {"PodNamespace", "ml"}, {"PodUID", uid}, {"Node", "n2"}}.dump()))["Error"] == "");
+    // The binding comes back through the pod watch, and is journaled with it.
+    REQUIRE(berth.WaitFor([&] { return berth.model().Read()->FindBind(uid) == nullptr; }));
+    REQUIRE(api.Create("pods", "ml", MakePod("train-1").Namespace("ml").Cpu("2").Obj()).ok());
+    REQUIRE(berth.WaitFor([&] { return berth.model().Read()->FindPod(UidOf(api, "ml", "train-1")) != nullptr; }));
+    // n1 still has 1 CPU free; n2 has 6 beside train-0.
+    const Json again = {{"Pod", api.Get("pods", "ml", "train-1").value()}, {"NodeNames", {"n1", "n2"}}};
+    CHECK(Parse(berth.service().Filter(again.dump()))["NodeNames"] == Json::array({"n2"}));
+    berth.Stop();
+  }
+  (*journal)->Flush();
+  absl::StatusOr<extender::ReplayResult> r = extender::Replay(extender::ReplayOptions{.dir = journal_dir});
+  REQUIRE(r.ok());
+  CHECK(r->verbs == 3);
+  CHECK(r->events >= 6);  // two nodes and two pods listed, the binding, the new pod
+  CHECK(r->differing == 0);
 }
 
 }  // namespace
