@@ -326,6 +326,32 @@ JournalStats Journal::stats() const {
   return stats_;
 }
 
+void Journal::WriteMetrics(PromWriter& w) const {
+  JournalStats s;
+  size_t queued = 0;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    s = stats_;
+    queued = queue_.size();
+  }
+  auto one = [&](std::string_view name, std::string_view type, std::string_view help, double v) {
+    w.Family(name, type, help);
+    w.Sample(name, {}, v);
+  };
+  one("berth_journal_entries_total", "counter", "Lines written to the decision journal (--journal).",
+      static_cast<double>(s.entries));
+  one("berth_journal_bytes_total", "counter", "Bytes written to the decision journal.", static_cast<double>(s.bytes));
+  one("berth_journal_files_total", "counter", "Journal files begun by this process (the first, and each rotation).",
+      static_cast<double>(s.files));
+  one("berth_journal_files_deleted_total", "counter",
+      "Oldest journal files deleted to keep the journal under --journal-max-total-mb.",
+      static_cast<double>(s.files_deleted));
+  one("berth_journal_write_errors_total", "counter",
+      "Journal lines that could not be written (a full or failing disk); the journal has a gap.",
+      static_cast<double>(s.write_errors));
+  one("berth_journal_queued", "gauge", "Entries waiting for the journal's writer thread.", static_cast<double>(queued));
+}
+
 std::string Journal::HeaderLine(bool start) const {
   nlohmann::json h = {{"k", kJournalHeader},
                       {"format", 1},
@@ -347,6 +373,7 @@ bool Journal::OpenNextFile(std::string_view snapshot_line, bool start) {
   {
     std::lock_guard<std::mutex> lk(mu_);
     ++stats_.files;
+    errors_logged_at_ = stats_.write_errors;
   }
   WriteLine(HeaderLine(start));
   if (!snapshot_line.empty()) WriteLine(snapshot_line);
@@ -379,7 +406,10 @@ void Journal::WriteLine(std::string_view line) {
   const bool ok = std::fwrite(line.data(), 1, line.size(), file_) == line.size() && std::fputc('\n', file_) != EOF;
   std::lock_guard<std::mutex> lk(mu_);
   if (!ok) {
-    ++stats_.write_errors;
+    // Logged once per file (the counter has every one): a full disk fails every line.
+    if (stats_.write_errors++ == errors_logged_at_) {
+      spdlog::error("journal: cannot write to {}: {}; lines are lost until it can", options_.dir, std::strerror(errno));
+    }
     return;
   }
   ++stats_.entries;

@@ -105,6 +105,9 @@ class Journal {
   void Flush();
   JournalStats stats() const;
   const JournalOptions& options() const { return options_; }
+  /// berth_journal_* on GET /metrics: entries, bytes, files begun and deleted, write errors,
+  /// entries waiting for the writer.
+  void WriteMetrics(PromWriter& w) const;
 
  private:
   struct Item {
@@ -138,6 +141,7 @@ class Journal {
   uint64_t file_bytes_pushed_ = 0;  // bytes queued for the current file (rotation check)
   bool stop_ = false;
   bool flush_wanted_ = false;
+  uint64_t errors_logged_at_ = 0;  // write_errors when the current file began
   JournalStats stats_;
 
   // Writer thread only.

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "core/strings.h"
+#include "extender/journal.h"
 #include "extender/metrics.h"
 #include "extender/service.h"
 #include "policy/fragmentation/fragmentation.h"
@@ -24,6 +25,7 @@ Reply Service::Metrics() const {
   w.Sample("berth_ready", {}, ready_.load() ? 1 : 0);
   metrics_.Write(w);
   intents_.WriteMetrics(w);
+  if (journal_ != nullptr) journal_->WriteMetrics(w);
   WriteModelLockMetrics(w, model_->write_lock_holds());
 
   const core::ResourceNames& names = model_->resources();

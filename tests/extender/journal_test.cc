@@ -118,6 +118,7 @@ TEST_CASE("journal: a service's journal replays with no difference", "[journal]"
   CHECK(stats.files == 1);
   CHECK(stats.write_errors == 0);
   CHECK(stats.entries > 20);
+  CHECK(stats.bytes == std::filesystem::file_size(dir.path() / "journal" / "journal-000001.jsonl"));
   const ReplayResult r = ReplayOf(dir);
   CHECK(r.files == std::vector<std::string>{"journal-000001.jsonl"});
   CHECK(r.starts == 1);
@@ -208,6 +209,24 @@ TEST_CASE("journal: a node list is written once per file and requests come back 
   CHECK(lists == 2);
   CHECK(filters == 4);
   CHECK(ReplayOf(dir).differing == 0);  // the requests rebuilt give the same answers
+}
+
+TEST_CASE("journal: its figures are on /metrics", "[journal]") {
+  TempDir dir;
+  Harness h;
+  CHECK(Metric(h, "berth_journal_entries_total") == 0);  // no journal: no series
+  std::unique_ptr<Journal> journal = OpenJournal(dir);
+  h.service().SetJournal(journal.get());
+  h.Apply(Nodes());
+  journal->Flush();
+  const extender::JournalStats stats = journal->stats();
+  CHECK(stats.entries == 3);  // header, snapshot, and one line for the three nodes
+  CHECK(Metric(h, "berth_journal_entries_total") == 3);
+  CHECK(Metric(h, "berth_journal_bytes_total") == static_cast<double>(stats.bytes));
+  CHECK(Metric(h, "berth_journal_files_total") == 1);
+  CHECK(Metric(h, "berth_journal_write_errors_total") == 0);
+  CHECK(Metric(h, "berth_journal_queued") == 0);
+  CHECK(h.service().Metrics().body.find("# TYPE berth_journal_files_deleted_total counter") != std::string::npos);
 }
 
 TEST_CASE("journal: files rotate past their cap and the oldest go, each file replayable from its snapshot",
