@@ -236,16 +236,14 @@ void Journal::Snapshot(absl::Time t) {
   }
   if (!source) return;
   std::string line = StrCat("{\"t\":", Micros(t), ",\"k\":\"", kJournalSnapshot, "\",\"list\":", source(), "}");
-  const uint64_t size = line.size();
-  Push(Item{.kind = Item::kLine, .t = Micros(t), .a = std::move(line)}, size);
+  Push(Item{.kind = Item::kLine, .snapshot = true, .t = Micros(t), .a = std::move(line)});
 }
 
-void Journal::Push(Item item, uint64_t size) {
+void Journal::Push(Item item) {
   {
     std::lock_guard<std::mutex> lk(mu_);
     queue_.push_back(std::move(item));
     ++pushed_;
-    file_bytes_pushed_ += size;
     // The writer wakes on its own every kWriterPeriod; a verb wakes it only when much is
     // waiting, so most verbs pay no futex call.
     if (queue_.size() < kWakeWriterAt) return;
@@ -255,10 +253,8 @@ void Journal::Push(Item item, uint64_t size) {
 
 void Journal::Verb(VerbKind verb, absl::Time t, std::string_view request, int status,
                    std::string_view answer) {
-  const uint64_t size = request.size() + answer.size() + 64;
   Push(Item{.kind = Item::kVerb, .verb = verb, .status = status, .t = Micros(t),
-            .a = std::string(request), .b = std::string(answer)},
-       size);
+            .a = std::string(request), .b = std::string(answer)});
 }
 
 void Journal::ModelEvents(absl::Time t, std::span<const core::ModelEvent> events,
@@ -269,19 +265,20 @@ void Journal::ModelEvents(absl::Time t, std::span<const core::ModelEvent> events
     if (std::optional<core::ModelEvent> r = Resolved(e, names)) list.push_back(EncodeModelEvent(*r, names));
   }
   std::string line = StrCat("{\"t\":", Micros(t), ",\"k\":\"", kJournalEvents, "\",\"events\":", list.dump(), "}");
-  const uint64_t size = line.size();
-  Push(Item{.kind = Item::kLine, .t = Micros(t), .a = std::move(line)}, size);
+  Push(Item{.kind = Item::kLine, .t = Micros(t), .a = std::move(line)});
 }
 
 void Journal::Tick(std::string_view kind, absl::Time t, int64_t acted) {
   std::string line = StrCat("{\"t\":", Micros(t), ",\"k\":\"", kind, "\",\"acted\":", acted, "}");
-  const uint64_t size = line.size();
-  Push(Item{.kind = Item::kLine, .t = Micros(t), .a = std::move(line)}, size);
+  Push(Item{.kind = Item::kLine, .t = Micros(t), .a = std::move(line)});
   bool rotate = false;
   std::function<std::string()> source;
   {
     std::lock_guard<std::mutex> lk(mu_);
-    rotate = file_bytes_pushed_ >= static_cast<uint64_t>(options_.max_file_bytes);
+    // What the writer has written to the file (it runs at most 20 ms behind), not what is
+    // queued: node lists are written once, so a queued filter is far larger than its line.
+    rotate = !rotate_pending_ && file_bytes_ >= static_cast<uint64_t>(options_.max_file_bytes);
+    rotate_pending_ = rotate_pending_ || rotate;
     source = snapshot_source_;
   }
   if (!rotate) return;
@@ -292,7 +289,6 @@ void Journal::Tick(std::string_view kind, absl::Time t, int64_t acted) {
     std::lock_guard<std::mutex> lk(mu_);
     queue_.push_back(Item{.kind = Item::kRotate, .t = Micros(t), .a = std::move(snapshot)});
     ++pushed_;
-    file_bytes_pushed_ = 0;
   }
   cv_.notify_one();
 }
@@ -303,8 +299,7 @@ void Journal::BindFailure(absl::Time t, std::string_view uid, std::string_view e
   line.append(",\"error\":");
   AppendJsonString(&line, error);
   line.push_back('}');
-  const uint64_t size = line.size();
-  Push(Item{.kind = Item::kLine, .t = Micros(t), .a = std::move(line)}, size);
+  Push(Item{.kind = Item::kLine, .t = Micros(t), .a = std::move(line)});
 }
 
 absl::Status JournalingBinder::Bind(const core::Pod& pod, std::string_view node) {
@@ -374,9 +369,11 @@ bool Journal::OpenNextFile(std::string_view snapshot_line, bool start) {
     std::lock_guard<std::mutex> lk(mu_);
     ++stats_.files;
     errors_logged_at_ = stats_.write_errors;
+    file_bytes_ = 0;
+    rotate_pending_ = false;
   }
-  WriteLine(HeaderLine(start));
-  if (!snapshot_line.empty()) WriteLine(snapshot_line);
+  WriteLine(HeaderLine(start), /*counts=*/false);
+  if (!snapshot_line.empty()) WriteLine(snapshot_line, /*counts=*/false);
   DeleteOldest();
   return true;
 }
@@ -401,7 +398,7 @@ void Journal::DeleteOldest() {
   }
 }
 
-void Journal::WriteLine(std::string_view line) {
+void Journal::WriteLine(std::string_view line, bool counts) {
   if (file_ == nullptr) return;
   const bool ok = std::fwrite(line.data(), 1, line.size(), file_) == line.size() && std::fputc('\n', file_) != EOF;
   std::lock_guard<std::mutex> lk(mu_);
@@ -414,6 +411,7 @@ void Journal::WriteLine(std::string_view line) {
   }
   ++stats_.entries;
   stats_.bytes += line.size() + 1;
+  if (counts) file_bytes_ += line.size() + 1;
 }
 
 uint64_t Journal::InternList(std::string_view list) {
@@ -474,7 +472,7 @@ void Journal::WriterLoop() {
     for (const Item& item : batch) {
       switch (item.kind) {
         case Item::kLine:
-          WriteLine(item.a);
+          WriteLine(item.a, /*counts=*/!item.snapshot);
           break;
         case Item::kVerb:
           WriteVerb(item);

@@ -10,8 +10,9 @@
 // Files: DIR/journal-NNNNNN.jsonl, one JSON object per line. Each file begins with a header (how
 // to rebuild the service that wrote it) and a snapshot of the model's objects, so the oldest file
 // kept can be replayed without the ones deleted before it. A file is closed once it holds
-// max_file_bytes (checked at each tick, so the snapshot is taken off the verbs' path); the
-// oldest files are deleted while the directory holds more than max_total_bytes.
+// max_file_bytes of entries besides its snapshot (checked at each tick against what the writer
+// has written, so the next snapshot is taken off the verbs' path); the oldest files are deleted
+// while the directory holds more than max_total_bytes.
 //
 // The verbs only copy their request and answer into a queue; a writer thread, which wakes every
 // 20 ms (or when 64 entries wait), formats and writes them. The node-name list of a filter or
@@ -40,7 +41,8 @@ namespace berth::extender {
 
 struct JournalOptions {
   std::string dir;
-  /// A file is closed (and the next begun) once it holds this much.
+  /// A file is closed (and the next begun) once it holds this much after its header and
+  /// snapshot.
   int64_t max_file_bytes = int64_t{64} << 20;
   /// The oldest files are deleted while the directory's journal files hold more than this.
   int64_t max_total_bytes = int64_t{1} << 30;
@@ -112,13 +114,14 @@ class Journal {
  private:
   struct Item {
     enum Kind : uint8_t { kLine, kVerb, kRotate } kind = kLine;
+    bool snapshot = false;  // kLine: a snapshot, which does not count toward the file's cap
     VerbKind verb = VerbKind::kFilter;
     int status = 0;
     int64_t t = 0;      // microseconds since the Unix epoch
     std::string a, b;   // kLine: the line; kVerb: request, answer; kRotate: the snapshot line
   };
   Journal(JournalOptions options, JournalHeader header, int64_t next_file);
-  void Push(Item item, uint64_t size);
+  void Push(Item item);
   void WriterLoop();
   bool OpenNextFile(std::string_view snapshot_line, bool start);
   void WriteVerb(const Item& item);
@@ -126,7 +129,9 @@ class Journal {
   /// number of a list written once (`fieldNodes`, `fieldAt`).
   void AppendBody(std::string_view field, std::string_view body);
   uint64_t InternList(std::string_view list);
-  void WriteLine(std::string_view line);
+  /// \param counts whether the line counts toward max_file_bytes (a header and a snapshot
+  /// do not: a snapshot larger than the cap would otherwise begin a new file at every tick).
+  void WriteLine(std::string_view line, bool counts = true);
   void DeleteOldest();
   std::string HeaderLine(bool start) const;
 
@@ -138,7 +143,8 @@ class Journal {
   std::condition_variable cv_, flushed_cv_;
   std::deque<Item> queue_;
   uint64_t pushed_ = 0, written_ = 0;
-  uint64_t file_bytes_pushed_ = 0;  // bytes queued for the current file (rotation check)
+  uint64_t file_bytes_ = 0;        // written to the current file (the rotation check)
+  bool rotate_pending_ = false;    // a rotation is queued and the writer has not begun it
   bool stop_ = false;
   bool flush_wanted_ = false;
   uint64_t errors_logged_at_ = 0;  // write_errors when the current file began

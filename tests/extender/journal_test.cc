@@ -271,6 +271,26 @@ TEST_CASE("journal: files rotate past their cap and the oldest go, each file rep
   CHECK(r.differing == 0);
 }
 
+TEST_CASE("journal: a snapshot larger than the file cap does not begin a file at every tick", "[journal]") {
+  TempDir dir;
+  constexpr int64_t kFile = int64_t{64} << 10;
+  Harness h;
+  Json nodes = Json::array();
+  for (int i = 0; i < 300; ++i) {
+    nodes.push_back(Event("ADDED", MakeNode(StrCat("node-", i)).Cpu("8").Memory("32Gi").Pods(110).Obj()));
+  }
+  h.Apply(nodes);
+  std::unique_ptr<Journal> journal = OpenJournal(dir, "standalone", kFile, 16 * kFile);
+  h.service().SetJournal(journal.get());  // a snapshot of 300 nodes: more than 64 KiB
+  for (int i = 0; i < 5; ++i) {
+    h.clock().Advance(absl::Seconds(1));
+    h.Tick();
+    journal->Flush();
+  }
+  CHECK(journal->stats().bytes > static_cast<uint64_t>(kFile));
+  CHECK(journal->stats().files == 1);
+}
+
 // A binder that refuses one pod, as an API server that answers 409.
 class RefusingBinder final : public extender::BinderInterface {
  public:
