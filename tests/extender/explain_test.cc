@@ -265,16 +265,6 @@ TEST_CASE("explain: GPU rules: CPU kept for free GPUs, too little CPU per GPU", 
   CHECK(Counterfactual(e) == "it asks for at least 1 cpu (gpu.minCpuPerGpu per GPU; it requests 500m cpu for 1 GPU)");
 }
 
-// Records evictions without carrying them out: the victims stay, as they would while they exit.
-class SlowEvictor final : public extender::EvictorInterface {
- public:
-  absl::Status Evict(const core::Pod& victim, const core::Pod&, std::string_view) override {
-    evicted.push_back(victim.Key());
-    return absl::OkStatus();
-  }
-  std::vector<std::string> evicted;
-};
-
 TEST_CASE("explain: home pool with room, the lender pool, a reclaim under way", "[explain]") {
   Harness h;
   h.Apply(Json::array({Event("ADDED", MakePool("a").Label("pool", "a").Obj()),
@@ -301,7 +291,7 @@ TEST_CASE("explain: home pool with room, the lender pool, a reclaim under way", 
 
   // A pod of pool b whose home is full of a's borrower: the borrower is evicted (slowly) and
   // the room held; explain says what it waits for.
-  SlowEvictor evictor;
+  RecordingEvictor evictor;
   h.service().SetEvictor(&evictor);
   Add(h, {MakePod("lent").Cpu("8").Annotation("berth.io/pool", "a").Node("b1").Phase("Running"),
           MakePod("b-job").Cpu("4").Annotation("berth.io/pool", "b")});

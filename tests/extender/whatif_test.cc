@@ -63,15 +63,6 @@ std::vector<std::string> Names(const Json& a) {
   return out;
 }
 
-class RecordingEvictor final : public extender::EvictorInterface {
- public:
-  absl::Status Evict(const core::Pod& victim, const core::Pod&, std::string_view) override {
-    evicted.push_back(victim.Key());
-    return absl::OkStatus();
-  }
-  std::vector<std::string> evicted;
-};
-
 // Watch events straight into the model, as the Kubernetes watches feed it (POST /v1/events is
 // refused in Kubernetes mode).
 void ApplyToModel(Harness& h, const Json& events) {

@@ -36,6 +36,17 @@ class RecordingNudger final : public extender::NudgerInterface {
   std::vector<std::string> nudged;
 };
 
+/// Records evictions ("ns/name") without carrying them out: the victims stay, as they would
+/// while they exit. Set with h.service().SetEvictor(&evictor).
+class RecordingEvictor final : public extender::EvictorInterface {
+ public:
+  absl::Status Evict(const core::Pod& victim, const core::Pod&, std::string_view) override {
+    evicted.push_back(victim.Key());
+    return absl::OkStatus();
+  }
+  std::vector<std::string> evicted;
+};
+
 /// FilterPod as kube-scheduler retries it while berth's side effects land: after each answer the
 /// intents it recorded (a reclaim's evictions) are carried out, and the pod is filtered again,
 /// until an answer records none (at most a few rounds). \return the last answer.
