@@ -27,6 +27,7 @@
 ///                    [--tls[=SECONDS]]  (what HTTPS costs per call: bench/tls_bench.cc)
 ///                    [--answers]  (bytes of the filter and prioritize answers: bench/answer_bench.cc)
 ///                    [--journal]  (filter latency with the decision journal off and on: bench/journal_bench.cc)
+///                    [--eta]  (the ETA forecast's pass cost and its effect on filter latency: bench/eta_bench.cc)
 ///                    [--loop ...]  (berth's CPU, API calls and bytes per scheduled pod, berth as a
 ///                     process against the fake API server: bench/loop_bench.h for its flags)
 /// Latency runs: `taskset -c 0 berth_bench` (see docs/performance.md, "Method").
@@ -67,6 +68,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/time/time.h"
 #include "bench/answer_bench.h"
+#include "bench/eta_bench.h"
 #include "bench/journal_bench.h"
 #include "bench/cluster_profiles.h"
 #include "bench/lock_bench.h"
@@ -152,6 +154,7 @@ struct Options {
   double tls_seconds = 0;       // --tls=SECONDS per row; 0: 5 (0.3 with --quick)
   bool answers_only = false;    // --answers: only the answer-size section
   bool journal_only = false;    // --journal: only the decision journal's cost
+  bool eta_only = false;        // --eta: only the ETA forecast's cost
   double transport_seconds = 0; // --transport=SECONDS per phase; 0: 10 (0.5 with --quick)
   double lock_seconds = 0;    // --lock-hold=SECONDS per phase; 0: 5 (0.3 with --quick)
   std::string simulate_size;  // --simulate=NODExJOBS, e.g. 5000x50000
@@ -205,6 +208,8 @@ std::optional<Options> ParseArgs(int argc, char** argv) {
       o.answers_only = true;
     } else if (arg == "--journal") {
       o.journal_only = true;
+    } else if (arg == "--eta") {
+      o.eta_only = true;
     } else if (arg == "--transport") {
       o.transport_only = true;
     } else if (ParseFlag(arg, "--transport", &v)) {
@@ -266,7 +271,7 @@ std::optional<Options> ParseArgs(int argc, char** argv) {
           "                   [--dump-replies=DIR] [--probe=KIND] [--probe-calls=20000]\n"
           "                   [--gangs] [--no-gangs] [--gang-sizes=8,64,512] [--gang-rounds=N]\n"
           "                   [--queues] [--simulate[=NODESxJOBS]] [--lock-hold[=SECONDS]]\n"
-          "                   [--transport[=SECONDS]] [--tls[=SECONDS]] [--answers] [--journal]\n"
+          "                   [--transport[=SECONDS]] [--tls[=SECONDS]] [--answers] [--journal] [--eta]\n"
           "                   [--loop [--sizes=500,2000,5000] [--pods=2000] [--percentages=100,0]\n"
           "                    [--rounds=1] [--berth=BINARY] [--before=BINARY] [--perf-out=PREFIX]]\n"
           "                   [--gang-size=512]\n"
@@ -2346,6 +2351,7 @@ int Main(int argc, char** argv) {
   if (o->tls_only) return RunTlsBench(o->quick, o->tls_seconds);
   if (o->answers_only) return RunAnswerBench(o->quick);
   if (o->journal_only) return RunJournalBench(o->quick);
+  if (o->eta_only) return RunEtaBench(o->quick);
   if (!o->probe.empty()) return RunProbe(*o);
   PrintEnvironment(*o);
   if (o->gangs_only) {

@@ -100,6 +100,10 @@ const GangRecord* ClusterState::FindGangRecord(std::string_view ns, std::string_
   return it == gang_records_.end() ? nullptr : &it->second;
 }
 
+void ClusterState::ForEachFinishedRun(const std::function<void(const FinishedRun&)>& fn) const {
+  for (const FinishedRun& r : finished_runs_) fn(r);
+}
+
 int ClusterState::SucceededGangTombstones(std::string_view ns, std::string_view name) const {
   auto it = tombstones_.find(std::make_pair(ns, name));
   if (it == tombstones_.end()) return 0;
@@ -370,6 +374,8 @@ std::unique_ptr<ClusterModel> ClusterModel::Fork(const Clock* clock) const {
   fork->tombstones_ = tombstones_;
   fork->tombstone_count_ = tombstone_count_;
   fork->tombstones_dropped_ = tombstones_dropped_;
+  fork->finished_runs_ = finished_runs_;
+  fork->finished_runs_total_ = finished_runs_total_;
   fork->tombstone_limits_ = tombstone_limits_;
   fork->next_tombstone_sweep_ = next_tombstone_sweep_;
   fork->pools_ = pools_;
@@ -863,6 +869,11 @@ void ClusterModel::UpsertPod(Pod pod, ApplyStats* stats) {
     Uncount(slot);
     IndexGang(slot, /*add=*/false);
     PodState& p = pods_[slot];
+    if (pod.phase == PodPhase::kSucceeded && !IsTerminal(p.pod.phase)) {
+      Pod last = pod;  // the newest labels and startTime, as it was while it ran
+      last.phase = p.pod.phase;
+      RecordFinishedRun(last);
+    }
     // Keys are views into the stored strings: drop them while the strings are replaced.
     pod_by_uid_.erase(it);
     pod_by_name_.erase(std::make_pair(std::string_view(p.pod.ns), std::string_view(p.pod.name)));
@@ -883,6 +894,15 @@ void ClusterModel::UpsertPod(Pod pod, ApplyStats* stats) {
   IndexGang(slot, /*add=*/true);
   ReconcileLedger(slot, stats);
   ++stats->pods_upserted;
+}
+
+void ClusterModel::RecordFinishedRun(const Pod& pod) {
+  if (pod.started == absl::InfinitePast() || IsTerminal(pod.phase)) return;
+  const absl::Time now = clock_->Now();
+  if (now < pod.started) return;  // a clock behind the kubelet's: no run time to learn
+  if (finished_runs_.size() >= kFinishedRunLimit) finished_runs_.pop_front();
+  finished_runs_.push_back(FinishedRun{.pod = pod, .ran = now - pod.started, .at = now});
+  ++finished_runs_total_;
 }
 
 void ClusterModel::RemovePodSlot(PodSlot slot) {
@@ -917,6 +937,7 @@ void ClusterModel::DeletePod(const PodDelete& del, ApplyStats* stats) {
   std::string uid;
   if (del.succeeded) {
     const Pod& pod = pods_[slot].pod;
+    RecordFinishedRun(pod);
     gang = std::string(GangNameOf(pod));
     ns = pod.ns.str();
     uid = pod.uid.str();

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -139,6 +140,17 @@ struct GangRecord {
 ///   live members whose newest tombstone is oldest are dropped to make room; when every gang with
 ///   tombstones still has live members, the new tombstone is not kept. Either way
 ///   gang_tombstones_dropped() counts what was lost.
+/// A pod berth saw finish successfully after a known start (status.startTime): what the ETA
+/// forecast learns run times from when a pod says nothing of its own (a queue's median).
+struct FinishedRun {
+  Pod pod;           ///< as it was last known (its labels and annotations name its queue)
+  absl::Duration ran;  ///< from status.startTime to when the model learned it succeeded
+  absl::Time at;     ///< when the model learned it (the model's clock)
+};
+
+/// How many finished runs the model keeps (the newest). A few hundred bytes each.
+inline constexpr size_t kFinishedRunLimit = 4096;
+
 struct GangTombstoneLimits {
   size_t limit = 100'000;
   absl::Duration orphan_grace = absl::Minutes(10);
@@ -264,6 +276,13 @@ class ClusterState {
   size_t gang_tombstone_count() const { return tombstone_count_; }
   uint64_t gang_tombstones_dropped() const { return tombstones_dropped_; }
 
+  /// The newest pods that finished successfully with a known start (at most
+  /// kFinishedRunLimit), oldest first. A pod counts once: when its phase turns Succeeded, or
+  /// when it leaves with PodDelete::succeeded while still running in the model.
+  void ForEachFinishedRun(const std::function<void(const FinishedRun&)>& fn) const;
+  /// Finished runs recorded since the model began (including those no longer kept).
+  uint64_t finished_runs_total() const { return finished_runs_total_; }
+
   /// The room on `node` held for this pod (nullptr if none there). Cheap when nothing is held.
   const ResourceVector* OwnReservation(std::string_view uid, const NodeState& node) const {
     if (reservations_.empty() || node.reservations == 0) return nullptr;
@@ -336,6 +355,8 @@ class ClusterState {
   std::map<std::pair<std::string, std::string>, GangTombstones, NsNameLess> tombstones_;
   size_t tombstone_count_ = 0;
   uint64_t tombstones_dropped_ = 0;
+  std::deque<FinishedRun> finished_runs_;  // newest at the back
+  uint64_t finished_runs_total_ = 0;
   GangTombstoneLimits tombstone_limits_;
   absl::Time next_tombstone_sweep_ = absl::InfinitePast();
   // Rare kinds (tens of objects): ordered maps, read in name order.
@@ -554,6 +575,8 @@ class ClusterModel : private ClusterState {
   void UpsertPod(Pod pod, ApplyStats* stats) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void DeletePod(const PodDelete& del, ApplyStats* stats) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void RemovePodSlot(PodSlot slot) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  /// Records that `pod` (last known as this, not yet terminal) finished successfully now.
+  void RecordFinishedRun(const Pod& pod) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Uncount(PodSlot slot) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Count(PodSlot slot) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void EraseLedger(std::string_view uid) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -95,6 +95,9 @@ struct Pod {
   /// status.startTime: when the kubelet accepted the pod (standalone mode: when berth bound it).
   /// InfinitePast while unknown. A pod's lifetime (berth.io/lifetime) runs from here.
   absl::Time started = absl::InfinitePast();
+  /// spec.activeDeadlineSeconds: the kubelet ends the pod this long after its start. 0: none.
+  /// The ETA forecast reads it as an upper bound of the pod's run time.
+  int64_t active_deadline_seconds = 0;
   bool terminating = false;  // metadata.deletionTimestamp is set
   Labels labels;             // only the keys berth reads (see IsBerthKey)
   Labels annotations;        // only the keys berth reads

@@ -1,5 +1,6 @@
 #include "extender/config.h"
 
+#include <cmath>
 #include <cerrno>
 #include <charconv>
 #include <cstring>
@@ -165,11 +166,30 @@ absl::Status ParseEvents(const Settings& obj, Config* c) {
   return absl::OkStatus();
 }
 
+/// The "eta" section: the ETA forecast's interval and horizon, and its annotation rate.
+absl::Status ParseEta(const Settings& obj, Config* c) {
+  if (auto s = CheckKeys(obj, {"intervalSeconds", "horizonHours", "annotationsPerSecond", "maxPassSeconds"});
+      !s.ok()) {
+    return s;
+  }
+  if (auto s = policy::ReadSecondsOrZero(obj, "intervalSeconds", 1, 86400, &c->eta_interval); !s.ok()) {
+    return s;
+  }
+  double hours = absl::ToDoubleHours(c->eta_horizon);
+  if (auto s = policy::ReadNumber(obj, "horizonHours", 1, 8760, &hours); !s.ok()) return s;
+  c->eta_horizon = absl::Seconds(std::round(hours * 3600));
+  double per_second = c->eta_annotations_per_second;
+  if (auto s = policy::ReadNumber(obj, "annotationsPerSecond", 0, 1000, &per_second); !s.ok()) return s;
+  c->eta_annotations_per_second = static_cast<int>(per_second);
+  if (auto s = ReadSeconds(obj, "maxPassSeconds", 1, 3600, &c->eta_max_pass); !s.ok()) return s;
+  return absl::OkStatus();
+}
+
 /// The top-level fields that are the extender's own; every other section belongs to a policy
 /// module (Registry::SettingsNames).
 constexpr std::string_view kOwnFields[] = {
     "schedulerName", "topologyLevels", "maxRequestBytes", "httpThreads",
-    "bindConfirmTimeoutSeconds", "policies", "kubernetes", "topology", "events"};
+    "bindConfirmTimeoutSeconds", "policies", "kubernetes", "topology", "events", "eta"};
 
 /// An optional integer field within [min, max]; the error gives the range.
 absl::Status ReadIntRange(const Settings& obj, std::string_view key, int64_t min, int64_t max,
@@ -239,7 +259,8 @@ absl::Status ParseTop(const Settings& top, const policy::Registry& registry, Con
                                   return ParsePolicies(s, &c->policy);
                                 }},
                             {"kubernetes", &ParseKubernetes},
-                            {"events", &ParseEvents}}) {
+                            {"events", &ParseEvents},
+                            {"eta", &ParseEta}}) {
     absl::StatusOr<const Settings*> section = policy::ReadMap(top, key);
     if (!section.ok()) return section.status();
     if (*section == nullptr) continue;

@@ -65,6 +65,15 @@ struct Config {
   int events_max_per_second = 20;
   /// events.nudgesPerSecond: nudges of admitted pods per admission tick (NudgeOptions).
   int nudges_per_second = 50;
+  /// The ETA forecast ("eta" section; docs/decisions.md, "ETA"): how often it runs at most
+  /// (intervalSeconds; 0 turns it off), how far ahead it looks (horizonHours), and how many
+  /// `berth.io/eta` annotations the leader writes per second in Kubernetes mode
+  /// (annotationsPerSecond; 0 writes none).
+  absl::Duration eta_interval = absl::Seconds(60);
+  absl::Duration eta_horizon = absl::Hours(7 * 24);
+  int eta_annotations_per_second = 5;
+  /// eta.maxPassSeconds: the wall time one pass may take; jobs it has not reached get no time.
+  absl::Duration eta_max_pass = absl::Seconds(30);
 };
 
 /// Parses a configuration document. \param source names the file in errors.

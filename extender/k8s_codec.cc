@@ -531,6 +531,15 @@ absl::StatusOr<core::Pod> DecodePod(simdjson::dom::object obj, core::ResourceNam
     auto pclass = OptionalString(**spec, "priorityClassName", spath);
     if (!pclass.ok()) return pclass.status();
     if (pclass->has_value()) pod.priority_class = std::string(**pclass);
+    auto deadline = OptionalInt(**spec, "activeDeadlineSeconds", spath);
+    if (!deadline.ok()) return deadline.status();
+    if (deadline->has_value()) {
+      // v1 validation: a positive number of seconds, at most 2^31-1 as the API server stores it.
+      if (**deadline <= 0 || **deadline > INT32_MAX) {
+        return FieldError(spath.Field("activeDeadlineSeconds"), "must be between 1 and 2147483647");
+      }
+      pod.active_deadline_seconds = **deadline;
+    }
 
     core::PodPlacement placement;
     if (absl::Status s = DecodeStringMap(**spec, "nodeSelector", spath, &placement.node_selector,
@@ -1185,6 +1194,7 @@ nlohmann::json EncodePod(const core::Pod& pod, const core::ResourceNames& names)
                           {{{"name", "main"}, {"resources", {{"requests", request_list}}}}}}};
   if (!pod.node_name.empty()) spec["nodeName"] = pod.node_name;
   if (!pod.priority_class.empty()) spec["priorityClassName"] = pod.priority_class;
+  if (pod.active_deadline_seconds > 0) spec["activeDeadlineSeconds"] = pod.active_deadline_seconds;
   if (pod.placement != nullptr) EncodePlacement(*pod.placement, &spec);
   j["spec"] = std::move(spec);
   j["status"] = {{"phase", core::PodPhaseName(pod.phase)}};

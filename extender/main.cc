@@ -33,6 +33,8 @@
 #include "extender/logging.h"
 #include "extender/service.h"
 #include "extender/sim/engine.h"
+#include "extender/sim/eta_runner.h"
+#include "extender/sim/forecast.h"
 #include "extender/sim/generate.h"
 #include "extender/sim/report.h"
 #include "policy/registry.h"
@@ -94,6 +96,13 @@ ABSL_FLAG(double, idle_tick_seconds, 10,
 ABSL_FLAG(double, load, 0,
           "simulate --generate: offered GPU load over the arrival span (0: the profile's default)");
 ABSL_FLAG(double, max_hours, 0, "simulate: stop after this many simulated hours (0: when the work is done)");
+ABSL_FLAG(double, eta_every_seconds, 0,
+          "simulate: the ETA accuracy study: run berth's ETA forecast at most this often (simulated "
+          "seconds) whenever its model changed, and compare each prediction with the simulated start "
+          "(0: off; docs/simulate.md)");
+ABSL_FLAG(double, eta_noise, 0,
+          "simulate --eta-every-seconds: each job's announced run time is off by a factor drawn from "
+          "[1 - N, 1 + N] (0: exact; 0.3: +-30%)");
 ABSL_FLAG(bool, baseline, true, "simulate: also run kube-scheduler alone as the baseline");
 ABSL_FLAG(std::string, break_rule, "",
           "simulate, for testing the invariants only: break a rule on purpose (in-tree-fit, "
@@ -318,7 +327,17 @@ int Serve() {
   std::unique_ptr<kube::KubeEvictor> evictor;
   std::unique_ptr<kube::KubeNudger> nudger;
   std::unique_ptr<kube::KubePodEventSink> pod_events;
+  std::unique_ptr<kube::KubeEtaAnnotator> eta_annotator;
+  sim::EtaRunner eta(&service, &clock, config);
+  if (config.eta_interval > absl::ZeroDuration()) {
+    service.SetForecaster([&config](const core::ClusterModel& m, policy::FairShare* book, absl::Time now) {
+      return sim::RunForecast({.model = &m, .book = book, .config = config, .now = now, .horizon = config.eta_horizon,
+                               .max_wall = config.eta_max_pass});
+    });
+  }
   if (runtime) {
+    eta_annotator = std::make_unique<kube::KubeEtaAnnotator>(&runtime->writer());
+    eta.SetAnnotator(eta_annotator.get());
     evictor = std::make_unique<kube::KubeEvictor>(&runtime->writer());
     service.SetEvictor(evictor.get());
     nudger = std::make_unique<kube::KubeNudger>(&runtime->writer(), &clock);
@@ -405,6 +424,15 @@ int Serve() {
       }
     }
   });
+  // The ETA forecast: a pass at most every eta.intervalSeconds when the model changed, on a
+  // thread of its own (a pass at thousands of nodes takes seconds; docs/performance.md).
+  std::thread eta_thread([&] {
+    NameThisThread("eta");
+    while (!stopping) {
+      for (int i = 0; i < 10 && !stopping; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      if (!stopping && service.ready()) eta.Step();
+    }
+  });
   // /readyz turns ready only once every watched collection's first list is in the model.
   if (runtime) runtime->Start([&service] { service.SetReady(true); });
 
@@ -418,6 +446,7 @@ int Serve() {
   server.Run();
   stopping = true;
   housekeeping.join();
+  eta_thread.join();
   service.StopIntentWorker();
   if (ops_server) ops_server->Stop();
   if (runtime) runtime->Stop();  // a leader releases its Lease
@@ -503,6 +532,13 @@ int Simulate() {
   if (!(hours >= 0)) return Fail("--max-hours: expected 0 or more");
   o.max_time = absl::Seconds(hours * 3600);
   o.run_baseline = absl::GetFlag(FLAGS_baseline);
+  const double eta_every = absl::GetFlag(FLAGS_eta_every_seconds);
+  if (!(eta_every >= 0 && eta_every <= 86400)) return Fail("--eta-every-seconds: expected 0..86400");
+  o.eta_every = absl::Seconds(eta_every);
+  const double noise = absl::GetFlag(FLAGS_eta_noise);
+  if (!(noise >= 0 && noise < 1)) return Fail("--eta-noise: expected 0 or more, below 1");
+  if (noise > 0 && eta_every == 0) return Fail("--eta-noise needs --eta-every-seconds");
+  o.eta_noise = noise;
   for (const std::string& rule :
        std::vector<std::string>(absl::StrSplit(absl::GetFlag(FLAGS_break_rule), ',', absl::SkipEmpty()))) {
     if (rule != sim::kBreakInTreeFit && rule != sim::kBreakPodDeletes) {

@@ -244,6 +244,21 @@ void Metrics::Write(PromWriter& w) const {
            static_cast<double>(api_writes.pool_status_written.load()));
   w.Sample("berth_pool_status_writes_total", {{"result", "failed"}},
            static_cast<double>(api_writes.pool_status_failed.load()));
+  w.Family("berth_eta_annotations_total", "counter",
+           "berth.io/eta patches on waiting pods by result (ok, failed), at most "
+           "eta.annotationsPerSecond.");
+  w.Sample("berth_eta_annotations_total", {{"result", "ok"}},
+           static_cast<double>(api_writes.eta_annotations_written.load()));
+  w.Sample("berth_eta_annotations_total", {{"result", "failed"}},
+           static_cast<double>(api_writes.eta_annotations_failed.load()));
+  plain("berth_eta_passes_total", "ETA forecast passes run.", forecast.passes);
+  plain("berth_eta_pass_failures_total", "ETA forecast passes that failed (logged).", forecast.failed);
+  plain("berth_eta_passes_truncated_total",
+        "ETA forecast passes cut short by eta.maxPassSeconds (jobs not reached get no time).", forecast.truncated);
+  w.Family("berth_eta_pass_seconds_total", "counter", "Wall time spent in ETA forecast passes.");
+  w.Sample("berth_eta_pass_seconds_total", {}, static_cast<double>(forecast.pass_micros_total.load()) / 1e6);
+  w.Family("berth_eta_last_pass_seconds", "gauge", "Wall time of the latest ETA forecast pass.");
+  w.Sample("berth_eta_last_pass_seconds", {}, static_cast<double>(forecast.pass_micros_last.load()) / 1e6);
   plain("berth_nudges_not_needed_total",
         "Admitted pods not patched because no filter answer of berth's held them back (kube-scheduler "
         "has not parked them).",

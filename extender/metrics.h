@@ -145,6 +145,17 @@ struct TransportMetrics {
 struct ApiWriteMetrics {
   std::atomic<uint64_t> pool_status_written{0};  ///< Pool status patches the server took
   std::atomic<uint64_t> pool_status_failed{0};   ///< patches that failed (retried next pass)
+  std::atomic<uint64_t> eta_annotations_written{0};  ///< berth.io/eta patches the server took
+  std::atomic<uint64_t> eta_annotations_failed{0};
+};
+
+/// The ETA forecast's passes (extender/sim/eta_runner.h).
+struct ForecastMetrics {
+  std::atomic<uint64_t> passes{0};
+  std::atomic<uint64_t> failed{0};
+  std::atomic<uint64_t> truncated{0};  ///< passes that spent eta.maxPassSeconds
+  std::atomic<uint64_t> pass_micros_total{0};  ///< wall time of the passes
+  std::atomic<uint64_t> pass_micros_last{0};
 };
 
 /// The verbs kube-scheduler calls.
@@ -171,6 +182,7 @@ struct Metrics {
   std::atomic<uint64_t> nudges_deferred{0};    ///< nudges left for a later tick (nudgesPerSecond)
   TransportMetrics transport;
   ApiWriteMetrics api_writes;
+  ForecastMetrics forecast;
 
   /// Writes every counter and histogram family.
   void Write(PromWriter& w) const;

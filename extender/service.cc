@@ -113,7 +113,8 @@ ServiceOptions ServiceOptionsFor(const Config& config, Mode mode) {
                                        .min_interval = config.events_min_interval,
                                        .max_per_tick = config.events_max_per_second},
                         .nudges = {.max_per_tick = config.nudges_per_second},
-                        .policy = std::move(policy)};
+                        .policy = std::move(policy),
+                        .eta_interval = config.eta_interval};
 }
 
 Reply JsonReply(int status, const nlohmann::json& j) {
@@ -356,6 +357,18 @@ void Service::SetJournal(Journal* journal) {
   journal_->SetSnapshotSource([this] { return DebugSnapshot(/*text=*/false, /*compact=*/true).body; });
   journal_->Snapshot(clock_->Now());
 }
+
+void Service::SetForecast(std::shared_ptr<const Forecast> forecast) {
+  absl::MutexLock lock(&forecast_mu_);
+  forecast_ = std::move(forecast);
+}
+
+std::shared_ptr<const Forecast> Service::forecast() const {
+  absl::MutexLock lock(&forecast_mu_);
+  return forecast_;
+}
+
+policy::FairShare* Service::fair_share() const { return pipeline_->fair_share(); }
 
 Reply Service::PrioritizeVerb(std::string_view body) {
   ParsedBody parsed;

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <atomic>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -12,6 +13,7 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "core/clock.h"
@@ -28,6 +30,7 @@
 namespace berth::extender {
 
 class Journal;  // extender/journal.h
+struct Forecast;  // extender/eta.h
 
 /// Where the model's truth comes from.
 enum class Mode {
@@ -158,6 +161,9 @@ struct ServiceOptions {
   /// The policy configuration the pipeline was built from: what-ifs build the same pipeline
   /// for their copy of the state. Without it, POST /v1/whatif answers 503.
   std::shared_ptr<const policy::PolicyConfig> policy;
+  /// How often the ETA forecast runs (config eta.intervalSeconds; zero: off). The service only
+  /// shows the forecast `berth serve` runs (SetForecast).
+  absl::Duration eta_interval = absl::Seconds(60);
 };
 
 struct Config;  // extender/config.h
@@ -251,6 +257,18 @@ class Service {
   void SetJournal(Journal* journal);
   Journal* journal() const { return journal_; }
 
+  /// The latest ETA forecast (extender/eta.h), shown in /debug/explain, /debug/queues and
+  /// /metrics; null until the first pass (or with the forecast off). Thread-safe.
+  void SetForecast(std::shared_ptr<const Forecast> forecast);
+  std::shared_ptr<const Forecast> forecast() const;
+  /// The fair-share policy's book, for a forecast's copy (null without fair share).
+  policy::FairShare* fair_share() const;
+  /// Runs the ETA forecast on a model (extender/sim/forecast.h, which this library does not
+  /// link: `berth serve` sets it). With one set, a what-if gives each pod that waits its ETA.
+  using Forecaster = std::function<absl::StatusOr<Forecast>(const core::ClusterModel& model,
+                                                            policy::FairShare* book, absl::Time now)>;
+  void SetForecaster(Forecaster forecaster) { forecaster_ = std::move(forecaster); }
+
   /// Verbs and ticks only record their side effects (evictions, nudges, Events) as intents.
   /// `berth serve` starts the worker that carries them out (off the request path) and stops it
   /// on shutdown; Stop returns once the intent in hand is done, leaving the rest queued.
@@ -279,6 +297,8 @@ class Service {
   TransportMetrics& transport_metrics() const { return metrics_.transport; }
   /// Counters of API writes made outside the verbs (kube::PoolStatusWriter's).
   ApiWriteMetrics& api_write_metrics() const { return metrics_.api_writes; }
+  /// The ETA forecast's pass counters, on GET /metrics.
+  ForecastMetrics& forecast_metrics() const { return metrics_.forecast; }
   const ServiceOptions& options() const { return options_; }
   core::ClusterModel& model() { return *model_; }
 
@@ -339,6 +359,9 @@ class Service {
   IntentQueue intents_;
   /// Pods that passed admission at the last tick, and nudges asked for since.
   absl::Mutex nudge_mu_;
+  Forecaster forecaster_;
+  mutable absl::Mutex forecast_mu_;
+  std::shared_ptr<const Forecast> forecast_ ABSL_GUARDED_BY(forecast_mu_);
   /// Set while a what-if runs (they copy the whole model: one at a time).
   mutable std::atomic<bool> whatif_running_{false};
   std::set<std::string> admitted_at_last_tick_ ABSL_GUARDED_BY(nudge_mu_);
@@ -352,6 +375,9 @@ class Service {
   /// Notes a filter's (or a refused preemption's) answer for one of berth's pods (with a nudger
   /// set).
   void NoteAnswer(std::string_view uid, bool none_fit);
+  /// The latest forecast's ETA of a waiting pod ("namespace/name") as JSON, and the sentence
+  /// explain shows; or why there is none.
+  nlohmann::json EtaOf(std::string_view key, std::string* sentence) const;
   const core::Clock* clock_;
   std::atomic<bool> ready_{false};
 };

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_format.h"
 #include "core/strings.h"
+#include "extender/eta.h"
 #include "extender/service.h"
 #include "nlohmann/json.hpp"
 #include "policy/explain/explain.h"
@@ -32,6 +33,30 @@ std::string ListNodes(const std::vector<std::string>& nodes) {
 }
 
 }  // namespace
+
+nlohmann::json Service::EtaOf(std::string_view key, std::string* sentence) const {
+  if (options_.eta_interval <= absl::ZeroDuration()) {
+    *sentence = "off (eta.intervalSeconds is 0)";
+    return {{"start", nullptr}, {"unknown", *sentence}};
+  }
+  std::shared_ptr<const Forecast> f = forecast();
+  const JobEta* eta = f ? f->ForPod(key) : nullptr;
+  if (eta == nullptr) {
+    *sentence = StrCat("not forecast yet: the forecast runs at most every ",
+                       absl::FormatDuration(options_.eta_interval), " when the cluster changed",
+                       f ? StrCat(", and its latest pass (",
+                                  absl::FormatTime(absl::RFC3339_sec, f->at, absl::UTCTimeZone()),
+                                  ") came before this pod waited")
+                         : "");
+    return {{"start", nullptr}, {"unknown", *sentence}};
+  }
+  const absl::Time now = clock_->Now();
+  *sentence = StrCat(EtaSentence(*eta, now), " [forecast of ",
+                     absl::FormatTime(absl::RFC3339_sec, f->at, absl::UTCTimeZone()), "]");
+  nlohmann::json j = EtaJson(*eta, now);
+  j["forecastAt"] = absl::FormatTime(absl::RFC3339_sec, f->at, absl::UTCTimeZone());
+  return j;
+}
 
 Reply Service::DebugExplain(std::string_view pod_param, bool text) const {
   const size_t slash = pod_param.find('/');
@@ -94,6 +119,11 @@ Reply Service::DebugExplain(std::string_view pod_param, bool text) const {
       out += "\nwould run if:\n";
       for (const std::string& c : e.would_run_if) StrAppend(&out, "  - ", c, "\n");
     }
+    if (e.managed && e.node.empty()) {
+      std::string sentence;
+      (void)EtaOf(e.pod, &sentence);
+      StrAppend(&out, "\neta       ", sentence, "\n");
+    }
     return TextReply(std::move(out));
   }
   nlohmann::json j = {{"pod", e.pod},
@@ -135,6 +165,8 @@ Reply Service::DebugExplain(std::string_view pod_param, bool text) const {
     }
     j["rejected"] = std::move(groups);
     j["wouldRunIf"] = e.would_run_if;
+    std::string sentence;
+    j["eta"] = EtaOf(e.pod, &sentence);
   }
   return JsonReply(200, j);
 }

@@ -8,6 +8,10 @@
 #include "extender/journal.h"
 #include "extender/metrics.h"
 #include "extender/service.h"
+
+#include <array>
+
+#include "extender/eta.h"
 #include "policy/fragmentation/fragmentation.h"
 #include "policy/pools/pools.h"
 #include "policy/queue/queue.h"
@@ -27,6 +31,37 @@ Reply Service::Metrics() const {
   intents_.WriteMetrics(w);
   if (journal_ != nullptr) journal_->WriteMetrics(w);
   WriteModelLockMetrics(w, model_->write_lock_holds());
+  if (std::shared_ptr<const Forecast> f = forecast()) {
+    // The latest forecast's predicted waits, from its pass: one observation per waiting job.
+    static constexpr std::array<double, 11> kWaitBounds = {60, 300, 900, 1800, 3600, 7200,
+                                                           14400, 28800, 86400, 259200, 604800};
+    std::array<uint64_t, kWaitBounds.size()> buckets{};
+    uint64_t count = 0, unknown = 0;
+    double sum = 0;
+    for (const JobEta& e : f->jobs) {
+      if (!e.start) {
+        ++unknown;
+        continue;
+      }
+      const double wait = std::max(0.0, absl::ToDoubleSeconds(*e.start - f->at));
+      for (size_t i = 0; i < kWaitBounds.size(); ++i) {
+        if (wait <= kWaitBounds[i]) {
+          ++buckets[i];
+          break;
+        }
+      }
+      ++count;
+      sum += wait;
+    }
+    w.Family("berth_eta_predicted_wait_seconds", "histogram",
+             "Predicted wait from now to start of each waiting job, by the latest ETA forecast.");
+    WriteHistogramSamples(w, "berth_eta_predicted_wait_seconds", {}, kWaitBounds, buckets, count, sum);
+    w.Family("berth_eta_unknown_jobs", "gauge",
+             "Waiting jobs the latest ETA forecast could give no start time.");
+    w.Sample("berth_eta_unknown_jobs", {}, static_cast<double>(unknown));
+    w.Family("berth_eta_forecast_age_seconds", "gauge", "How old the latest ETA forecast is.");
+    w.Sample("berth_eta_forecast_age_seconds", {}, std::max(0.0, absl::ToDoubleSeconds(clock_->Now() - f->at)));
+  }
 
   const core::ResourceNames& names = model_->resources();
   w.Family("berth_resource_names", "gauge",

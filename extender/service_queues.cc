@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_format.h"
 #include "core/strings.h"
+#include "extender/eta.h"
 #include "extender/service.h"
 #include "extender/text_table.h"
 #include "nlohmann/json.hpp"
@@ -109,6 +110,23 @@ AdmissionTickStats Service::RunAdmissionTick() {
   return stats;
 }
 
+namespace {
+
+// The latest forecast's ETA of a job the admission plan lists (by any of its pods).
+const JobEta* EtaOfJob(const Forecast* forecast, const policy::PlannedJob& job) {
+  return forecast == nullptr ? nullptr : forecast->ForJob(job.key);
+}
+
+std::string EtaCell(const Forecast* forecast, const policy::PlannedJob& job, absl::Time now) {
+  const JobEta* eta = EtaOfJob(forecast, job);
+  if (eta == nullptr) return "-";
+  if (!eta->start) return "unknown";
+  const std::string about = AboutFromNow(*eta->start - now);
+  return about.starts_with("in about ") ? about.substr(9) : about;
+}
+
+}  // namespace
+
 Reply Service::DebugQueues(bool text) const {
   policy::FairShare* book = pipeline_->fair_share();
   if (book == nullptr) {
@@ -120,6 +138,8 @@ Reply Service::DebugQueues(bool text) const {
     plan = book->Published(*view, clock_->Now());
   }
   const double cap = plan->capacity;
+  const std::shared_ptr<const Forecast> forecast = this->forecast();
+  const absl::Time now = clock_->Now();
   if (text) {
     TextTable q({"QUEUE", "WEIGHT", "FAIR-SHARE", "FLOW", "USAGE", "NON-PREEMPTIBLE", "LIMIT",
                  "BUDGET-LEFT", "RUNNING", "WAITING", "ADMITTED"});
@@ -132,13 +152,13 @@ Reply Service::DebugQueues(bool text) const {
                 absl::StrFormat("%.0f", std::max(f.budget - f.budget_used, 0.0)),
                 StrCat(f.running_pods), StrCat(f.waiting_jobs), StrCat(f.admitted_jobs)});
     }
-    TextTable j({"ORDER", "JOB", "QUEUE", "POSITION", "STATE", "PRIORITY", "PODS", "USAGE", "WHY"});
+    TextTable j({"ORDER", "JOB", "QUEUE", "POSITION", "STATE", "PRIORITY", "PODS", "USAGE", "ETA", "WHY"});
     for (const policy::PlannedJob& job : plan->jobs) {
       j.AddRow({StrCat(job.order + 1), job.key, job.queue,
                 job.position > 0 ? StrCat(job.position) : std::string("-"),
                 std::string(policy::JobStateName(job.state)),
                 StrCat(policy::LevelName(job.effective), job.effective != job.level ? " (aged)" : ""),
-                StrCat(job.pods.size()), absl::StrFormat("%.1f", job.usage),
+                StrCat(job.pods.size()), absl::StrFormat("%.1f", job.usage), EtaCell(forecast.get(), job, now),
                 !job.why.empty() ? job.why : (!job.warning.empty() ? job.warning : std::string("-"))});
     }
     return TextReply(absl::StrFormat("capacity %.1f (usage units: cpu + %g x gpu + %g x memory GiB)\n\n",
@@ -186,6 +206,10 @@ Reply Service::DebugQueues(bool text) const {
     if (job.lifetime) j["lifetime"] = absl::FormatDuration(*job.lifetime);
     if (job.charge > 0) j["budgetCharge"] = job.charge;
     if (!job.warning.empty()) j["warning"] = job.warning;
+    if (const JobEta* eta = EtaOfJob(forecast.get(), job)) {
+      j["eta"] = EtaJson(*eta, now);
+      j["eta"]["forecastAt"] = absl::FormatTime(absl::RFC3339_sec, forecast->at, absl::UTCTimeZone());
+    }
     jobs.push_back(std::move(j));
   }
   nlohmann::json victims = nlohmann::json::array();

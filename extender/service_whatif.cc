@@ -33,12 +33,14 @@
 #include "core/strings.h"
 #include "extender/json.h"
 #include "extender/k8s_codec.h"
+#include "extender/eta.h"
 #include "extender/protocol.h"
 #include "extender/service.h"
 #include "nlohmann/json.hpp"
 #include "policy/queue/queue.h"
 #include "policy/registry.h"
 #include "policy/topology/topology.h"
+#include "spdlog/spdlog.h"
 #include "yaml-cpp/yaml.h"
 
 namespace berth::extender {
@@ -543,6 +545,22 @@ Reply Service::WhatIf(std::string_view body, bool text) const {
       }
     }
   }
+  // When the pods that wait would start: the forecast from the copy as the what-if left it.
+  std::optional<Forecast> forecast;
+  if (forecaster_ && !all_placed && !needs_room) {
+    absl::StatusOr<Forecast> f = forecaster_(*model, fork.fair_share(), now);
+    if (f.ok()) {
+      forecast = *std::move(f);
+    } else {
+      spdlog::warn("what-if: ETA forecast failed: {}", ToStd(f.status().message()));
+    }
+  }
+  if (forecast) {
+    for (Json& row : pods) {
+      if (row.value("decision", "") != "waits") continue;
+      if (const JobEta* eta = forecast->ForPod(row.value("pod", ""))) row["eta"] = EtaJson(*eta, now);
+    }
+  }
   const std::string decision = all_placed ? "runs now" : needs_room ? "starts only by taking room" : "waits";
   Json out = {{"decision", decision},
               {"pods", std::move(pods)},
@@ -574,6 +592,7 @@ Reply Service::WhatIf(std::string_view body, bool text) const {
       StrAppend(&page, "      ", h["reason"].get<std::string>(), " on ", h["nodes"].get<int64_t>(), " nodes: ",
                 h["message"].get<std::string>(), "\n");
     }
+    if (p.contains("eta")) StrAppend(&page, "      eta: ", p["eta"]["text"].get<std::string>(), "\n");
   }
   if (needs_room) {
     char buf[96];

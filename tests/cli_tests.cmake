@@ -174,6 +174,19 @@ berth_cli_fails(simulate.break-rule "^berth: --break-rule: unknown rule \"nonsen
   ARGS simulate --cluster ${PROJECT_SOURCE_DIR}/bench/workloads/seed-stories.cluster.json
        --workload ${PROJECT_SOURCE_DIR}/bench/workloads/seed-stories.yaml --break-rule nonsense)
 
+berth_cli_fails(simulate.eta-noise-alone "^berth: --eta-noise needs --eta-every-seconds" ONE_LINE
+  ARGS simulate --cluster ${PROJECT_SOURCE_DIR}/bench/workloads/seed-stories.cluster.json
+       --workload ${PROJECT_SOURCE_DIR}/bench/workloads/seed-stories.yaml --eta-noise 0.3)
+berth_cli_fails(simulate.eta-noise-range "^berth: --eta-noise: expected 0 or more, below 1" ONE_LINE
+  ARGS simulate --cluster ${PROJECT_SOURCE_DIR}/bench/workloads/seed-stories.cluster.json
+       --workload ${PROJECT_SOURCE_DIR}/bench/workloads/seed-stories.yaml --eta-every-seconds 60 --eta-noise 1.5)
+# The ETA accuracy study on a shipped workload: the table, and the goal with exact durations (a
+# median error of at most a tenth of the mean wait) as report.json gives it.
+add_test(NAME cli.simulate.eta-study COMMAND ${CMAKE_COMMAND}
+  -DBERTH=$<TARGET_FILE:berth> -DSOURCE=${PROJECT_SOURCE_DIR} -DOUT=${CMAKE_CURRENT_BINARY_DIR}/sim-eta
+  -P ${CMAKE_CURRENT_LIST_DIR}/cli/simulate_eta_test.cmake)
+set_tests_properties(cli.simulate.eta-study PROPERTIES TIMEOUT 300 LABELS cli)
+
 # A shipped workload, end to end: the summary table, report.json, the plots and index.html.
 add_test(NAME cli.simulate.shipped COMMAND ${CMAKE_COMMAND}
   -DBERTH=$<TARGET_FILE:berth> -DSOURCE=${PROJECT_SOURCE_DIR} -DOUT=${CMAKE_CURRENT_BINARY_DIR}/sim-shipped

@@ -13,6 +13,7 @@
 #include "core/objects.h"
 #include "extender/kube/client.h"
 #include "extender/kube/leader.h"
+#include "extender/eta.h"
 #include "extender/service.h"
 
 namespace berth::extender::kube {
@@ -125,6 +126,20 @@ class KubeNudger final : public NudgerInterface {
  private:
   KubeWriter* writer_;
   const core::Clock* clock_;
+};
+
+/// Kubernetes mode's ETA annotation (extender/eta.h): `berth.io/eta` on a waiting pod (leader
+/// only).
+class KubeEtaAnnotator final : public EtaAnnotatorInterface {
+ public:
+  explicit KubeEtaAnnotator(KubeWriter* writer) : writer_(writer) {}
+  absl::Status CanWrite() const override { return writer_->CheckLeader(); }
+  absl::Status Annotate(const core::Pod& pod, std::string_view value) override {
+    return writer_->PatchPodAnnotations(pod.ns, pod.name, {{std::string(kEtaAnnotation), std::string(value)}});
+  }
+
+ private:
+  KubeWriter* writer_;
 };
 
 /// Kubernetes mode's sink for Events about waiting pods: an events.k8s.io Event on the pod

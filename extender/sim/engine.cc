@@ -4,6 +4,7 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <deque>
 #include <functional>
 #include <map>
 #include <optional>
@@ -25,11 +26,13 @@
 #include "extender/journal.h"
 #include "extender/service.h"
 #include "extender/sim/answers.h"
+#include "extender/sim/forecast.h"
 #include "nlohmann/json.hpp"
 #include "policy/gang/gang.h"
 #include "policy/pools/pools.h"
 #include "policy/queue/queue.h"
 #include "policy/fragmentation/fragmentation.h"
+#include "policy/forecast/run_time.h"
 #include "policy/registry.h"
 #include "spdlog/spdlog.h"
 
@@ -49,10 +52,13 @@ constexpr std::string_view kGangLabel = "scheduling.x-k8s.io/pod-group";
 /// berth's clock in a simulation: moves only when the event loop says so.
 class SimClock final : public core::Clock {
  public:
-  absl::Time Now() const override { return kEpoch + absl::Microseconds(now_.load(std::memory_order_relaxed)); }
+  absl::Time Now() const override { return base_ + absl::Microseconds(now_.load(std::memory_order_relaxed)); }
   void Set(Micros t) { now_.store(t, std::memory_order_relaxed); }
+  /// Where virtual time 0 is (a forecast starts from the live clock's now). Before any reader.
+  void SetBase(absl::Time base) { base_ = base; }
 
  private:
+  absl::Time base_ = kEpoch;
   std::atomic<Micros> now_{0};
 };
 
@@ -121,6 +127,7 @@ enum class EventType : uint8_t {
   kSample,
   kFlush,         // kube-scheduler's flushUnschedulablePodsLeftover (every 30 s)
   kGangCheck,     // a = job, b = epoch: the gang's schedule timeout after its first bind
+  kEta,           // the ETA accuracy study's pass (SimOptions::eta_every)
 };
 
 struct Event {
@@ -155,6 +162,7 @@ struct SimNode {
   double borrowed_units = 0;       // usage units of berth pods of other pools on this node
   core::ResourceVector borrowed;   // their requests
   std::string quoted;              // the name as a JSON string, for the bodies of the verbs
+  std::vector<int> finished_jobs;  // jobs whose pods last ended here, newest last (at most 3)
 };
 
 struct SimPod {
@@ -180,6 +188,7 @@ struct SimPod {
   uint64_t cycle = 0;  // the scheduling cycle of its last attempt
   int nominated = -1;
   bool pending = false;  // counted in World::pending_pods_
+  int target = -1;       // a forecast: index into World::targets_ (a pod waiting at the start)
   // the pool invariant
   Micros pool_blocked_since = -1;
   bool pool_reported = false;
@@ -202,6 +211,9 @@ struct SimJob {
   bool submitted = false, done = false, partial_reported = false;
   Micros timeout = 0;
   int queue = 0;
+  // a forecast
+  std::vector<int> after;  // jobs whose end on its nodes came last before its first start
+  policy::RunTimeSource run_source = policy::RunTimeSource::kUnknown;
 };
 
 
@@ -219,6 +231,9 @@ class World {
 
   absl::Status Init();
   void Run();
+  /// A forecast's answer, after Run.
+  Forecast TakeForecast() const;
+  EtaStudy& study() { return study_; }
   RunMetrics& metrics() { return metrics_; }
   int node_count() const { return static_cast<int>(nodes_.size()); }
   double end_seconds() const { return sim_end_; }
@@ -239,6 +254,14 @@ class World {
   }
   // --- objects ----------------------------------------------------------------------------
   absl::Status LoadCluster();
+  absl::Status MakeService(policy::FairShare* book);
+  void SizeFigures();
+  // --- a forecast (SimOptions::forecast) ---------------------------------------------------
+  absl::Status InitForecast();
+  int MakeForecastPod(int job, int member, int incarnation);
+  int AddPod(core::Pod pod, int job);
+  void EtaPass();
+  void FinishStudy();
   absl::StatusOr<int> MakePod(int job, const PodTemplate& t, int member, int incarnation);
   void Submit(int job);
   /// What the figures need of a pod: whether it is berth's, its home pool and queue (SPEC 4's
@@ -292,7 +315,12 @@ class World {
   void CheckGang(int job, int epoch);
   void Evicted(const SimPod& p, const std::string& cause, bool work_lost);
   bool TickDue() const {
-    return now_ - last_tick_ >= ToMicros(o_.idle_tick) || model_->Read()->generation() != last_tick_generation_;
+    if (now_ - last_tick_ >= ToMicros(o_.idle_tick)) return true;
+    // A forecast plans again only once room was freed (a pod gone, a node changed): a bind
+    // only takes room a plan already gave, and a plan over every waiting job and node after
+    // each one is most of what a pass would cost.
+    if (o_.forecast != nullptr) return room_freed_;
+    return model_->Read()->generation() != last_tick_generation_;
   }
   bool Done() const { return jobs_left_ == 0; }
 
@@ -365,30 +393,80 @@ class World {
   int64_t pending_changes_ = 0;  // Changes() events in the queue
   Micros last_progress_ = 0;     // the last time a pod started or ended
   uint64_t last_tick_generation_ = 0;
+
+  // a forecast
+  struct Target {
+    std::string pod;  // "namespace/name"
+    Micros start = -1;
+    std::string node;
+  };
+  struct ForecastJob {
+    int job;
+    std::string key;
+    bool gang = false;
+    bool started = false;  // running already (only elastic members wait)
+    absl::Time waiting_since = absl::InfiniteFuture();
+    std::vector<int> targets;
+    policy::RunTime run;
+  };
+  std::deque<Job> forecast_specs_;              // the jobs' specs, made from the model
+  std::vector<std::vector<core::Pod>> originals_;  // per job: each member as the model had it
+  std::vector<Target> targets_;
+  std::vector<ForecastJob> forecast_jobs_;
+  int64_t targets_left_ = 0;
+  int running_jobs_ = 0, running_unknown_ = 0;
+  uint64_t forecast_generation_ = 0;
+  bool room_freed_ = false;
+  bool truncated_ = false;  // a forecast stopped by its wall-time budget
+  std::map<int32_t, int> bound_priorities_;  // bound pods (terminating included) by priority  // a pod left a node, or a node changed, since the last tick
+  // the ETA accuracy study (SimOptions::eta_every)
+  struct Prediction {
+    std::string key;
+    Micros at;
+    Micros start;  // -1: none given
+  };
+  std::vector<Prediction> predictions_;
+  // Every start of a job (a gang restarted after an eviction starts again) or pod, in order.
+  absl::flat_hash_map<std::string, std::vector<Micros>> actual_start_;
+  absl::flat_hash_map<std::string, Micros> submitted_at_;
+  absl::flat_hash_map<std::string, int> gang_by_key_;  // "namespace/name" of each gang job
+  std::vector<double> duration_factor_;  // per job
+  uint64_t last_eta_generation_ = ~uint64_t{0};
+  EtaStudy study_;
 };
 
 // ---- set-up -----------------------------------------------------------------------------------
 
+// berth's Service on model_, as `berth serve` runs it in Kubernetes mode: the model learns only
+// from the cluster's events, binds go to the API server, and housekeeping reclaims for pods
+// kube-scheduler does not bring to filter. `book`: fair-share memory to start from (a forecast).
+absl::Status World::MakeService(policy::FairShare* book) {
+  policy::Registry registry = policy::BuildDefaultRegistry();
+  policy::PolicyConfig pc = o_.config.policy;
+  pc.scheduler_name = o_.config.scheduler_name;
+  absl::StatusOr<std::unique_ptr<policy::Pipeline>> pipeline = registry.Build(pc, model_->resources());
+  if (!pipeline.ok()) return absl::InvalidArgumentError(StrCat("policies: ", pipeline.status().message()));
+  if (policy::FairShare* mine = (*pipeline)->fair_share(); mine != nullptr && book != nullptr) {
+    mine->CopyBookFrom(*book);
+  }
+  ServiceOptions options = ServiceOptionsFor(o_.config, Mode::kKubernetes);
+  options.answers = o_.answers;
+  service_ = std::make_unique<Service>(std::move(options), model_.get(), *std::move(pipeline),
+                                       &binder_, &clock_);
+  service_->SetEvictor(&evictor_);
+  service_->SetNudger(&nudger_);
+  service_->SetReady(true);
+  if (o_.journal != nullptr) service_->SetJournal(o_.journal);
+  return absl::OkStatus();
+}
+
 absl::Status World::Init() {
   gpu_weight_ = o_.config.policy.queues.gpu_weight;
   mem_weight_ = o_.config.policy.queues.memory_weight_per_gib;
+  if (o_.forecast != nullptr) return InitForecast();
   if (berth_) {
     model_ = std::make_unique<core::ClusterModel>(&clock_);
-    policy::Registry registry = policy::BuildDefaultRegistry();
-    policy::PolicyConfig pc = o_.config.policy;
-    pc.scheduler_name = o_.config.scheduler_name;
-    absl::StatusOr<std::unique_ptr<policy::Pipeline>> pipeline = registry.Build(pc, model_->resources());
-    if (!pipeline.ok()) return absl::InvalidArgumentError(StrCat("policies: ", pipeline.status().message()));
-    // Kubernetes mode: the model learns only from the cluster's events, binds go to the API
-    // server, and housekeeping reclaims for pods kube-scheduler does not bring to filter.
-    ServiceOptions options = ServiceOptionsFor(o_.config, Mode::kKubernetes);
-    options.answers = o_.answers;
-    service_ = std::make_unique<Service>(std::move(options), model_.get(), *std::move(pipeline),
-                                         &binder_, &clock_);
-    service_->SetEvictor(&evictor_);
-    service_->SetNudger(&nudger_);
-    service_->SetReady(true);
-    if (o_.journal != nullptr) service_->SetJournal(o_.journal);
+    if (absl::Status s = MakeService(nullptr); !s.ok()) return s;
   }
   pool_names_ = {"default"};
   pool_preemption_ = {true};
@@ -462,6 +540,20 @@ absl::Status World::Init() {
   if (berth_) {
     Push(ToMicros(o_.admission_tick), EventType::kTick);
     Push(ToMicros(o_.housekeeping), EventType::kHousekeeping);
+    if (o_.eta_every > absl::ZeroDuration()) {
+      // Each job's run time as its pods announce it: exact, or off by a factor drawn per job.
+      std::mt19937_64 noise(o_.seed ^ 0x5eed'e7a0ULL);
+      std::uniform_real_distribution<double> factor(1 - o_.eta_noise, 1 + o_.eta_noise);
+      duration_factor_.resize(jobs_.size(), 1.0);
+      for (double& f : duration_factor_) f = o_.eta_noise > 0 ? factor(noise) : 1.0;
+      study_.enabled = true;
+      for (size_t j = 0; j < jobs_.size(); ++j) {
+        if (jobs_[j].min_member > 0) gang_by_key_[StrCat(jobs_[j].spec->ns, "/", jobs_[j].spec->name)] = static_cast<int>(j);
+      }
+      study_.every_seconds = absl::ToDoubleSeconds(o_.eta_every);
+      study_.noise = o_.eta_noise;
+      Push(ToMicros(o_.admission_tick) / 2, EventType::kEta);
+    }
   }
   return absl::OkStatus();
 }
@@ -508,16 +600,7 @@ absl::Status World::LoadCluster() {
     if (o_.journal != nullptr) o_.journal->ModelEvents(clock_.Now(), without_pods, model_->resources());
     model_->Apply(without_pods);
   }
-  for (SimNode& n : nodes_) {
-    n.pool = PoolOfNode(n.node);
-    if (!n.node.unschedulable) total_allocatable_.Add(n.node.allocatable);
-  }
-  // QueueIndex grows the per-queue figures with every queue it meets from here on.
-  queue_usage_.assign(queue_names_.size(), 0);
-  queue_pods_.assign(queue_names_.size(), 0);
-  queue_demand_.assign(queue_names_.size(), 0);
-  pool_lent_.assign(pool_names_.size(), 0);
-  pool_borrowed_.assign(pool_names_.size(), 0);
+  SizeFigures();
   // Pods of the cluster file: bound ones run for ever (other schedulers' services, as in seed
   // 000); pending ones are scheduled like any other and then run for ever.
   for (core::Pod& pod : cluster_pods) {
@@ -551,6 +634,20 @@ absl::Status World::LoadCluster() {
     }
   }
   return absl::OkStatus();
+}
+
+// Once the nodes, pools and queues are known: each node's pool, the schedulable total, and the
+// per-queue and per-pool figures (QueueIndex grows them with every queue it meets from here on).
+void World::SizeFigures() {
+  for (SimNode& n : nodes_) {
+    n.pool = PoolOfNode(n.node);
+    if (!n.node.unschedulable) total_allocatable_.Add(n.node.allocatable);
+  }
+  queue_usage_.assign(queue_names_.size(), 0);
+  queue_pods_.assign(queue_names_.size(), 0);
+  queue_demand_.assign(queue_names_.size(), 0);
+  pool_lent_.assign(pool_names_.size(), 0);
+  pool_borrowed_.assign(pool_names_.size(), 0);
 }
 
 int World::PoolIndex(std::string_view name) const {
@@ -606,6 +703,10 @@ absl::StatusOr<int> World::MakePod(int job, const PodTemplate& t, int member, in
   if (!spec.pool.empty()) annotations["berth.io/pool"] = spec.pool;
   if (spec.lifetime) annotations[std::string(policy::kLifetimeKey)] = StrCat(absl::ToInt64Seconds(*spec.lifetime), "s");
   if (spec.max_hops) annotations[std::string(policy::kMaxHopsKey)] = StrCat(*spec.max_hops);
+  if (!duration_factor_.empty()) {
+    const double seconds = absl::ToDoubleSeconds(spec.duration) * duration_factor_[static_cast<size_t>(job)];
+    annotations[std::string(policy::kExpectedDurationKey)] = StrCat(std::max<int64_t>(1, std::llround(seconds)), "s");
+  }
   nlohmann::json requests = nlohmann::json::object();
   for (const auto& [k, v] : t.requests) requests[k] = v;
   nlohmann::json pod_spec = {{"schedulerName", o_.config.scheduler_name},
@@ -678,6 +779,7 @@ void World::CountQueuePod(const SimPod& sp, int sign) {
 void World::Submit(int j) {
   SimJob& job = jobs_[static_cast<size_t>(j)];
   job.submitted = true;
+  if (study_.enabled && job.min_member > 0) submitted_at_.try_emplace(StrCat(job.spec->ns, "/", job.spec->name), now_);
   if (berth_ && job.min_member > 0) {
     core::PodGroup g;
     g.ns = job.spec->ns;
@@ -697,6 +799,7 @@ void World::Submit(int j) {
       }
       job.pods.push_back(*p);
       SimPod& pod = pods_[static_cast<size_t>(*p)];
+      if (study_.enabled && job.min_member == 0) submitted_at_.try_emplace(pod.pod.Key(), now_);
       ToBerth(core::PodUpsert{pod.pod});
       pod.pending = true;
       ++pending_pods_;
@@ -712,6 +815,7 @@ void World::CountOnNode(int p, int node, int sign) {
   SimPod& pod = pods_[static_cast<size_t>(p)];
   SimNode& n = nodes_[static_cast<size_t>(node)];
   const bool counted = n.present && !n.node.unschedulable;
+  if (int& k = bound_priorities_[pod.pod.priority]; (k += sign) == 0) bound_priorities_.erase(pod.pod.priority);
   if (sign > 0) {
     n.requested.Add(pod.pod.request);
     if (counted) total_requested_.Add(pod.pod.request);
@@ -747,6 +851,14 @@ void World::BindPod(int p, int node) {
     pod.pending = false;
     --pending_pods_;
   }
+  if (pod.target >= 0 && targets_[static_cast<size_t>(pod.target)].start < 0) {
+    targets_[static_cast<size_t>(pod.target)].start = now_;
+    targets_[static_cast<size_t>(pod.target)].node = n.node.name;
+    --targets_left_;
+  }
+  if (study_.enabled && pod.job >= 0 && jobs_[static_cast<size_t>(pod.job)].min_member == 0) {
+    actual_start_[pod.pod.Key()].push_back(now_);
+  }
   if (pod.job < 0) return;
   ++metrics_.pods_started;
   SimJob& job = jobs_[static_cast<size_t>(pod.job)];
@@ -765,6 +877,7 @@ void World::BindPod(int p, int node) {
   if (job.start >= 0) return;  // an elastic member joins a running gang
   if (job.bound >= job.min_member) {
     job.start = now_;
+    if (study_.enabled) actual_start_[StrCat(job.spec->ns, "/", job.spec->name)].push_back(now_);
     if (job.first_start < 0) {
       job.first_start = now_;
       RecordFirstNodes(job);
@@ -783,6 +896,21 @@ void World::RecordFirstNodes(SimJob& job) {
     const int n = pods_[static_cast<size_t>(q)].node;
     job.first_nodes.push_back(n >= 0 ? nodes_[static_cast<size_t>(n)].node.name : "");
   }
+  if (o_.forecast == nullptr) return;
+  // The jobs whose end made room for it: those that ended last on its nodes, newest first.
+  std::vector<int> after;
+  for (int q : job.pods) {
+    const int n = pods_[static_cast<size_t>(q)].node;
+    if (n < 0) continue;
+    for (int k : nodes_[static_cast<size_t>(n)].finished_jobs) {
+      if (std::find(after.begin(), after.end(), k) == after.end()) after.push_back(k);
+    }
+  }
+  std::stable_sort(after.begin(), after.end(), [&](int a, int b) {
+    return jobs_[static_cast<size_t>(a)].end > jobs_[static_cast<size_t>(b)].end;
+  });
+  if (after.size() > 3) after.resize(3);
+  job.after = std::move(after);
 }
 
 void World::Evicted(const SimPod& p, const std::string& cause, bool work_lost) {
@@ -871,8 +999,12 @@ void World::Recreate(int p) {
   }
   if (t == nullptr) return;
   const int incarnation = ++job.incarnations;
-  absl::StatusOr<int> fresh = MakePod(old.job, *t, k, incarnation);
+  absl::StatusOr<int> fresh = o_.forecast != nullptr ? MakeForecastPod(old.job, member, incarnation)
+                                                     : MakePod(old.job, *t, k, incarnation);
   if (!fresh.ok()) return;
+  if (old.target >= 0 && targets_[static_cast<size_t>(old.target)].start < 0) {
+    pods_[static_cast<size_t>(*fresh)].target = old.target;  // the replacement waits in its place
+  }
   job.pods[static_cast<size_t>(member)] = *fresh;
   SimPod& np = pods_[static_cast<size_t>(*fresh)];
   ToBerth(core::PodUpsert{np.pod});
@@ -901,6 +1033,11 @@ void World::RemovePod(int p) {
     auto it = std::find(n.pods.begin(), n.pods.end(), p);
     if (it != n.pods.end()) { *it = n.pods.back(); n.pods.pop_back(); }
     CountOnNode(p, node, -1);
+    if (pod.job >= 0 && pod.pod.phase == core::PodPhase::kSucceeded) {
+      std::erase(n.finished_jobs, pod.job);
+      n.finished_jobs.push_back(pod.job);
+      if (n.finished_jobs.size() > 3) n.finished_jobs.erase(n.finished_jobs.begin());
+    }
   }
   // A pod that finished leaves the pod watch as a real API server's field selector makes it
   // (berth's reflector reads it back and marks the delete as a success).
@@ -908,7 +1045,10 @@ void World::RemovePod(int p) {
                           .ns = pod.pod.ns.str(),
                           .name = pod.pod.name.str(),
                           .succeeded = pod.pod.phase == core::PodPhase::kSucceeded});
-  if (node >= 0) CheckNode(node);
+  if (node >= 0) {
+    CheckNode(node);
+    room_freed_ = true;
+  }
   pod.json.clear();
   pod.json.shrink_to_fit();
   // AssignedPodDelete: kube-scheduler moves every unschedulable pod.
@@ -1348,6 +1488,12 @@ void World::Preempt(int p, const std::vector<int>& candidates) {
   std::vector<Candidate> found;
   const size_t want = std::min(candidates.size(), std::max<size_t>(100, candidates.size() / 10));
   const size_t offset = std::uniform_int_distribution<size_t>(0, candidates.size() - 1)(rng_);
+  // No bound pod of lower priority anywhere: no node can have a victim (the search below would
+  // find none; at thousands of nodes it is most of a forecast's time).
+  if (bound_priorities_.empty() || bound_priorities_.begin()->first >= pod.pod.priority) {
+    no_candidate();
+    return;
+  }
   for (size_t i = 0; i < candidates.size() && found.size() < want; ++i) {
     const int n = candidates[(offset + i) % candidates.size()];
     SimNode& node = nodes_[static_cast<size_t>(n)];
@@ -1686,8 +1832,20 @@ void World::Run() {
   const Micros max_time = o_.max_time > absl::ZeroDuration() ? ToMicros(o_.max_time) : 0;
   // Without a limit, the run ends when every job has finished, or when nothing but timers is
   // left to happen and nothing has started or ended for a simulated day (jobs that never start).
-  const Micros idle_limit = 24 * 3600 * kSecond;
+  // A forecast gives up sooner: past two hours without a change, nothing it can foresee will
+  // start its waiting jobs.
+  const Micros idle_limit = (o_.forecast != nullptr ? 2 : 24) * 3600 * kSecond;
+  const absl::Duration budget = o_.forecast != nullptr ? o_.forecast->max_wall : absl::ZeroDuration();
+  uint64_t steps = 0;
   while (true) {
+    // A forecast is done once every pod that waited at its start has started, or when its
+    // wall-time budget is spent (checked every 64 steps: a step is an event or an attempt).
+    if (o_.forecast != nullptr && targets_left_ == 0) break;
+    if (budget > absl::ZeroDuration() && ++steps % 64 == 0 &&
+        std::chrono::steady_clock::now() - wall_start > absl::ToChronoNanoseconds(budget)) {
+      truncated_ = true;
+      break;
+    }
     while (!events_.empty() && events_.top().t <= now_) {
       const Event e = events_.top();
       events_.pop();
@@ -1736,6 +1894,7 @@ void World::Run() {
             CarryOutIntents();
             last_tick_ = now_;
             last_tick_generation_ = model_->Read()->generation();
+            room_freed_ = false;
           }
           Push(now_ + ToMicros(o_.admission_tick), EventType::kTick);
           break;
@@ -1769,6 +1928,11 @@ void World::Run() {
         case EventType::kGangCheck:
           CheckGang(e.a, e.b);
           break;
+        case EventType::kEta:
+          if (Done()) break;
+          EtaPass();
+          Push(now_ + ToMicros(o_.eta_every), EventType::kEta);
+          break;
       }
     }
     if (!active_.empty()) {
@@ -1784,7 +1948,7 @@ void World::Run() {
     if (Done()) break;
     const Micros next = events_.top().t;
     if (max_time > 0 && next > max_time) break;
-    if (max_time == 0 && pending_changes_ == 0 && next - last_progress_ > idle_limit) break;
+    if ((max_time == 0 || o_.forecast != nullptr) && pending_changes_ == 0 && next - last_progress_ > idle_limit) break;
     now_ = next;
     clock_.Set(now_);
   }
@@ -1805,11 +1969,415 @@ void World::Run() {
     metrics_.jobs.push_back(std::move(out));
   }
   for (auto& [cause, e] : evictions_) metrics_.evictions.push_back(e);
+  if (study_.enabled) FinishStudy();
   metrics_.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
   sim_end_ = Seconds(now_);
 }
 
+// ---- a forecast -------------------------------------------------------------------------------
+
+// The world as the model has it: its nodes and kinds, berth's pods grouped into jobs (a gang's
+// members together, any other pod on its own), running ones ending at their expected end,
+// waiting ones in kube-scheduler's queue, oldest first.
+absl::Status World::InitForecast() {
+  const ForecastOptions& f = *o_.forecast;
+  clock_.SetBase(f.now);
+  model_ = f.model->Fork(&clock_);
+  forecast_generation_ = model_->Read()->generation();
+  if (absl::Status s = MakeService(f.book); !s.ok()) return s;
+  pool_names_ = {"default"};
+  pool_preemption_ = {true};
+  queue_names_ = {"default"};
+  queue_weights_ = {1};
+  struct Member {
+    core::Pod pod;
+    std::string node;  // bound (or being bound) there; "" waits
+  };
+  struct Group {
+    std::string ns, name;
+    bool gang = false;
+    int min_member = 0;
+    std::optional<int> timeout_seconds;
+    absl::Time oldest = absl::InfiniteFuture();
+    std::vector<Member> members;
+  };
+  std::map<std::string, Group> groups;  // by "namespace/name"
+  std::vector<Member> others;           // other schedulers' pods and terminating pods, bound
+  policy::RunTimeBook book;
+  {
+    auto view = model_->Read();
+    book = policy::RunTimeBook::FromModel(*view);
+    view->ForEachPool([&](const core::Pool& p) {
+      pools_.push_back(p);
+      pool_names_.push_back(p.name);
+      pool_preemption_.push_back(!p.disable_preemption);
+    });
+    view->ForEachQueue([&](const core::Queue& q) { queue_weights_[static_cast<size_t>(QueueIndex(q.name))] = q.weight; });
+    view->ForEachPriorityClass([&](const core::PriorityClass& pc) {
+      priority_classes_[pc.name] = pc.value;
+      if (pc.global_default) default_priority_class_ = pc.name;
+    });
+    view->ForEachNode([&](core::NodeSlot, const core::NodeState& n) {
+      node_by_name_[n.node.name] = static_cast<int>(nodes_.size());
+      nodes_.push_back(SimNode{.node = n.node});
+      AppendJsonString(&nodes_.back().quoted, n.node.name);
+    });
+    view->ForEachPod([&](core::PodSlot, const core::PodState& ps) {
+      const core::Pod& p = ps.pod;
+      if (core::IsTerminal(p.phase)) return;
+      std::string node(p.node_name.view());
+      if (node.empty()) {
+        if (const core::LedgerEntry* bind = view->FindBind(p.uid.view()); bind != nullptr) {
+          node = view->node(bind->node).node.name;
+        }
+      }
+      if (p.scheduler_name != o_.config.scheduler_name || p.terminating) {
+        if (!node.empty()) others.push_back(Member{p, std::move(node)});
+        return;
+      }
+      const std::string_view gang = core::GangNameOf(p);
+      const std::string key = StrCat(p.ns.view(), "/", gang.empty() ? p.name.view() : gang);
+      Group& g = groups[key];
+      if (g.members.empty()) {
+        g.ns = p.ns.str();
+        g.name = std::string(gang.empty() ? p.name.view() : gang);
+        g.gang = !gang.empty();
+        if (const core::PodGroup* pg = g.gang ? view->FindPodGroup(g.ns, g.name) : nullptr) {
+          g.min_member = pg->min_member;
+          if (pg->schedule_timeout_seconds) g.timeout_seconds = static_cast<int>(*pg->schedule_timeout_seconds);
+        }
+      }
+      if (node.empty()) g.oldest = std::min(g.oldest, p.creation);
+      g.members.push_back(Member{p, std::move(node)});
+    });
+  }
+  SizeFigures();
+  nominated_.resize(nodes_.size());
+  common_request_ = policy::DefaultRequest(total_allocatable_.Get(core::kNvidiaGpu) > 0);
+
+  // A pod already in the model: no event for berth, which has it.
+  auto add_pod = [&](core::Pod pod, int job) {
+    const int index = AddPod(std::move(pod), job);
+    if (pods_.back().managed) CountQueuePod(pods_.back(), +1);
+    return index;
+  };
+  auto place = [&](int p, const std::string& node_name) {
+    SimPod& sp = pods_[static_cast<size_t>(p)];
+    const int node = node_by_name_.at(node_name);
+    sp.node = node;
+    sp.bound_at = sp.pod.started != absl::InfinitePast() ? std::min<Micros>(0, ToMicros(sp.pod.started - f.now)) : 0;
+    nodes_[static_cast<size_t>(node)].pods.push_back(p);
+    CountOnNode(p, node, +1);
+  };
+  for (Member& m : others) {
+    if (!node_by_name_.contains(m.node)) continue;
+    const bool terminating = m.pod.terminating;
+    const int p = add_pod(std::move(m.pod), -1);
+    place(p, m.node);
+    if (terminating) {
+      pods_[static_cast<size_t>(p)].terminating = true;
+      Push(ToMicros(o_.termination_grace), EventType::kDeleted, p);
+    }
+  }
+
+  // Jobs: the waiting ones by age (kube-scheduler's queue order within a priority), then the rest.
+  std::vector<Group*> order;
+  for (auto& [key, g] : groups) order.push_back(&g);
+  std::stable_sort(order.begin(), order.end(), [](const Group* a, const Group* b) { return a->oldest < b->oldest; });
+  constexpr absl::Duration kForever = absl::Hours(24 * 365 * 20);
+  std::vector<int> queue_order;
+  for (Group* g : order) {
+    const int j = static_cast<int>(jobs_.size());
+    policy::RunTime run;
+    for (const Member& m : g->members) {
+      const policy::RunTime r = book.Expected(m.pod);
+      if (r.source < run.source) run = r;
+    }
+    Job& spec = forecast_specs_.emplace_back();
+    spec.name = g->name;
+    spec.ns = g->ns;
+    spec.duration = run.duration == absl::InfiniteDuration() ? kForever : run.duration;
+    spec.queue = std::string(policy::QueueNameOf(g->members.front().pod));
+    spec.priority_class = g->members.front().pod.priority_class.str();
+    for (const Member& m : g->members) spec.pods.push_back(PodTemplate{.name = m.pod.name.str()});
+    if (g->gang) {
+      spec.min_member = g->min_member > 0 ? g->min_member : static_cast<int>(g->members.size());
+      spec.schedule_timeout_seconds = g->timeout_seconds;
+    }
+    SimJob& job = jobs_.emplace_back();
+    job.spec = &spec;
+    job.submitted = true;
+    job.queue = QueueIndex(spec.queue);
+    job.run_source = run.source;
+    if (spec.min_member) {
+      job.min_member = *spec.min_member;
+      job.timeout = spec.schedule_timeout_seconds ? int64_t{*spec.schedule_timeout_seconds} * kSecond
+                                                  : ToMicros(o_.config.policy.gangs.schedule_timeout);
+    }
+    ++jobs_left_;
+    std::vector<core::Pod>& originals = originals_.emplace_back();
+    ForecastJob fj{.job = j, .key = StrCat(g->ns, "/", g->name), .gang = g->gang, .run = run};
+    Micros earliest = 0;
+    bool any_bound = false;
+    for (Member& m : g->members) {
+      originals.push_back(m.pod);
+      const bool bound = !m.node.empty() && node_by_name_.contains(m.node);
+      const int p = add_pod(std::move(m.pod), j);
+      job.pods.push_back(p);
+      SimPod& sp = pods_[static_cast<size_t>(p)];
+      if (bound) {
+        place(p, m.node);
+        earliest = any_bound ? std::min(earliest, sp.bound_at) : sp.bound_at;
+        any_bound = true;
+        if (job.min_member > 0) {
+          ++job.bound;
+        } else {
+          Push(std::max<Micros>(0, sp.bound_at + ToMicros(spec.duration)), EventType::kPodFinish, p);
+        }
+        continue;
+      }
+      sp.pending = true;
+      ++pending_pods_;
+      sp.target = static_cast<int>(targets_.size());
+      targets_.push_back(Target{.pod = sp.pod.Key()});
+      fj.targets.push_back(sp.target);
+      fj.waiting_since = std::min(fj.waiting_since, sp.pod.creation);
+      ++targets_left_;
+      queue_order.push_back(p);
+    }
+    if (job.min_member > 0 && job.bound >= job.min_member) {
+      job.start = job.first_start = earliest;
+      Push(std::max<Micros>(0, earliest + ToMicros(spec.duration)), EventType::kJobFinish, j, job.epoch);
+    } else if (job.min_member > 0 && job.bound > 0) {
+      job.partial_since = 0;
+      Push(job.timeout, EventType::kGangCheck, j, job.epoch);
+    } else if (job.min_member == 0 && any_bound) {
+      job.first_start = earliest;
+    }
+    fj.started = job.first_start >= 0;
+    if (!fj.targets.empty()) {
+      forecast_jobs_.push_back(std::move(fj));
+    } else {
+      ++running_jobs_;
+      if (run.source == policy::RunTimeSource::kUnknown) ++running_unknown_;
+    }
+  }
+  for (int p : queue_order) Enqueue(p);
+  Push(30 * kSecond, EventType::kFlush);
+  Push(ToMicros(o_.admission_tick), EventType::kTick);
+  Push(ToMicros(o_.housekeeping), EventType::kHousekeeping);
+  return absl::OkStatus();
+}
+
+// The job controller's replacement of a member, as the model had it, under a new name and uid.
+int World::MakeForecastPod(int job, int member, int incarnation) {
+  core::Pod pod = originals_[static_cast<size_t>(job)][static_cast<size_t>(member)];
+  pod.name = StrCat(pod.name.view(), "-r", incarnation);
+  pod.uid = StrCat(pod.uid.view(), "-r", incarnation);
+  pod.node_name = "";
+  pod.nominated_node = "";
+  pod.phase = core::PodPhase::kPending;
+  pod.started = absl::InfinitePast();
+  pod.terminating = false;
+  pod.creation = clock_.Now();
+  return AddPod(std::move(pod), job);
+}
+
+// A pod of job `job` (-1: none) as the model has it, with the v1.Pod kube-scheduler would send.
+int World::AddPod(core::Pod pod, int job) {
+  SimPod sp;
+  sp.job = job;
+  sp.pod = std::move(pod);
+  sp.json = EncodePod(sp.pod, names()).dump();
+  Classify(sp);
+  const int index = static_cast<int>(pods_.size());
+  pod_by_uid_[sp.pod.uid.str()] = index;
+  pods_.push_back(std::move(sp));
+  return index;
+}
+
+Forecast World::TakeForecast() const {
+  const ForecastOptions& f = *o_.forecast;
+  Forecast out;
+  out.at = f.now;
+  out.generation = forecast_generation_;
+  out.horizon = f.horizon;
+  out.running_jobs = running_jobs_;
+  out.running_unknown = running_unknown_;
+  out.simulated_seconds = Seconds(now_);
+  out.truncated = truncated_;
+  out.attempts = metrics_.scheduling_attempts;
+  for (const auto& [verb, n] : metrics_.verb_calls) {
+    auto it = metrics_.verb_seconds.find(verb);
+    out.calls[verb] = {n, it == metrics_.verb_seconds.end() ? 0.0 : it->second};
+  }
+  const std::vector<std::string>& levels = o_.config.topology_levels;
+  for (const ForecastJob& fj : forecast_jobs_) {
+    const SimJob& job = jobs_[static_cast<size_t>(fj.job)];
+    JobEta e;
+    e.job = fj.key;
+    e.gang = fj.gang;
+    e.running = fj.started;
+    e.queue = job.spec->queue;
+    e.waiting_since = fj.waiting_since;
+    e.run = fj.run;
+    Micros start = -1;
+    bool all = true;
+    for (int t : fj.targets) {
+      const Target& target = targets_[static_cast<size_t>(t)];
+      e.pods.push_back(target.pod);
+      e.nodes.push_back(target.node);
+      all &= target.start >= 0;
+      start = std::max(start, target.start);
+    }
+    // A job that waits whole starts when it first runs (a gang: minMember members); elastic
+    // members of a running one when the last of them is bound.
+    if (!fj.started && job.first_start >= 0) {
+      start = job.first_start;
+    } else if (fj.started && !all) {
+      start = -1;
+    } else if (!fj.started) {
+      start = -1;
+    }
+    if (start >= 0) {
+      e.start = f.now + absl::Microseconds(start);
+      for (int k : job.after) {
+        const SimJob& a = jobs_[static_cast<size_t>(k)];
+        e.after.push_back(JobEta::After{.job = StrCat(a.spec->ns, "/", a.spec->name),
+                                        .end = f.now + absl::Microseconds(a.end),
+                                        .source = a.run_source});
+      }
+      // The narrowest domain of every node it got: the longest run of levels they all share.
+      std::vector<const core::Node*> placed;
+      for (const std::string& n : e.nodes) {
+        if (auto it = node_by_name_.find(n); it != node_by_name_.end()) placed.push_back(&nodes_[static_cast<size_t>(it->second)].node);
+      }
+      std::string path;
+      for (const std::string& level : levels) {
+        std::optional<std::string_view> v = placed.empty() ? std::nullopt : placed.front()->labels.Get(level);
+        bool same = v.has_value();
+        for (const core::Node* n : placed) same = same && n->labels.Get(level) == v;
+        if (!same) break;
+        StrAppend(&path, path.empty() ? "" : "/", *v);
+        e.domain_level = level;
+        e.domain = path;
+      }
+    } else if (truncated_) {
+      e.unknown = StrCat("the forecast spent its time budget (eta.maxPassSeconds, ",
+                         absl::FormatDuration(f.max_wall), ") ", absl::FormatDuration(absl::Microseconds(now_)),
+                         " ahead, before it started");
+    } else if (running_unknown_ > 0) {
+      e.unknown = StrCat("it waits behind running work whose end is unknown (", running_unknown_,
+                         " running job", running_unknown_ == 1 ? " has" : "s have",
+                         " no berth.io/expected-duration, no activeDeadlineSeconds and no queue median)");
+    } else {
+      e.unknown = StrCat("nothing expected within the forecast's horizon (",
+                         absl::FormatDuration(f.horizon), ") makes room for it");
+    }
+    const size_t index = out.jobs.size();
+    for (const std::string& pod : e.pods) out.by_pod[pod] = index;
+    out.by_job[e.job] = index;
+    out.jobs.push_back(std::move(e));
+  }
+  return out;
+}
+
+// The study's pass: a forecast from berth's model as it is now, whenever it changed.
+void World::EtaPass() {
+  const uint64_t generation = model_->Read()->generation();
+  if (generation == last_eta_generation_) return;
+  last_eta_generation_ = generation;
+  ForecastOptions fo{.model = model_.get(), .book = service_->fair_share(), .config = o_.config,
+                     .now = clock_.Now(), .horizon = o_.config.eta_horizon, .max_wall = o_.config.eta_max_pass};
+  absl::StatusOr<Forecast> f = RunForecast(fo);
+  if (!f.ok()) return;
+  ++study_.passes;
+  study_.pass_wall_seconds += f->wall_seconds;
+  study_.pass_wall_seconds_max = std::max(study_.pass_wall_seconds_max, f->wall_seconds);
+  for (const JobEta& e : f->jobs) {
+    // Members of a job that runs (elastic members, replacements) are not a start of the job.
+    if (e.running) continue;
+    if (auto it = gang_by_key_.find(e.job); it != gang_by_key_.end() && jobs_[static_cast<size_t>(it->second)].start >= 0) {
+      continue;
+    }
+    predictions_.push_back(Prediction{
+        .key = e.job, .at = now_, .start = e.start ? ToMicros(*e.start - clock_.Now()) + now_ : -1});
+  }
+}
+
+double Quantile(std::vector<double> v, double q) {
+  if (v.empty()) return 0;
+  const size_t k = std::min(v.size() - 1, static_cast<size_t>(q * static_cast<double>(v.size())));
+  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(k), v.end());
+  return v[k];
+}
+
+void World::FinishStudy() {
+  std::vector<double> errors, first_errors, signed_errors;
+  absl::flat_hash_set<std::string> seen;
+  double waits = 0;
+  for (const Prediction& p : predictions_) {
+    const bool first = seen.insert(p.key).second;
+    // What it predicted: the job's next start after the prediction (a gang evicted and
+    // restarted is predicted again, for its next start).
+    std::optional<Micros> actual;
+    if (auto it = actual_start_.find(p.key); it != actual_start_.end()) {
+      auto next = std::lower_bound(it->second.begin(), it->second.end(), p.at);
+      if (next != it->second.end()) actual = *next;
+    }
+    if (first && actual) {
+      auto submitted = submitted_at_.find(p.key);
+      waits += Seconds(*actual - (submitted != submitted_at_.end() ? submitted->second : p.at));
+      ++study_.jobs;
+    }
+    if (p.start < 0) {
+      ++study_.no_start;
+      continue;
+    }
+    if (!actual) {
+      ++study_.never_started;
+      continue;
+    }
+    const double error = Seconds(p.start - *actual);
+    errors.push_back(std::abs(error));
+    signed_errors.push_back(error);
+    if (first) first_errors.push_back(std::abs(error));
+  }
+  study_.median_signed_error = Quantile(signed_errors, 0.5);
+  study_.predictions = static_cast<int64_t>(errors.size());
+  study_.median_error = Quantile(errors, 0.5);
+  study_.p90_error = Quantile(errors, 0.9);
+  study_.first_median_error = Quantile(first_errors, 0.5);
+  study_.first_p90_error = Quantile(first_errors, 0.9);
+  study_.mean_wait = study_.jobs > 0 ? waits / static_cast<double>(study_.jobs) : 0;
+}
+
 }  // namespace
+
+absl::StatusOr<Forecast> RunForecast(const ForecastOptions& options) {
+  const auto wall_start = std::chrono::steady_clock::now();
+  SimOptions o;
+  o.config = options.config;
+  o.cluster_source = "berth's model";
+  o.run_baseline = false;
+  o.max_time = options.horizon;
+  o.forecast = &options;
+  // berth's timers, coarser than `berth serve` runs them: the admission tick and housekeeping
+  // plan over every waiting job and node (most of a pass's time at thousands of nodes), and a
+  // coarser timer moves a start by seconds (at most 15), where an ETA is read in minutes.
+  o.admission_tick = absl::Seconds(15);
+  o.idle_tick = absl::Seconds(120);
+  o.housekeeping = absl::Seconds(120);
+  // An admission plan (every waiting job over every node) is reused for one tick of virtual
+  // time by the pods it covers, as `berth serve` reuses one for 250 ms of real time.
+  o.config.policy.queues.plan_reuse = o.admission_tick;
+  World world(o, true);
+  if (absl::Status s = world.Init(); !s.ok()) return s;
+  world.Run();
+  Forecast f = world.TakeForecast();
+  f.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
+  return f;
+}
 
 absl::StatusOr<SimResult> RunSimulation(const SimOptions& options) {
   const auto wall_start = std::chrono::steady_clock::now();
@@ -1840,6 +2408,7 @@ absl::StatusOr<SimResult> RunSimulation(const SimOptions& options) {
   for (size_t i = 0; i < berth.queue_names().size(); ++i) {
     info.queue_weights[berth.queue_names()[i]] = berth.queue_weights()[i];
   }
+  r.eta = berth.study();
   r.berth = std::move(berth.metrics());
   if (baseline) r.baseline = std::move(baseline->metrics());
   else r.baseline.world = "baseline";

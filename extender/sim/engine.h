@@ -22,6 +22,8 @@ class Journal;  // extender/journal.h
 
 namespace berth::extender::sim {
 
+struct ForecastOptions;  // extender/sim/forecast.h
+
 /// Rules the simulator can break on purpose, to show that the matching invariant fires
 /// (`--break RULE`). Never for real runs.
 inline constexpr std::string_view kBreakInTreeFit = "in-tree-fit";  ///< kube-scheduler skips NodeResourcesFit
@@ -67,6 +69,16 @@ struct SimOptions {
   /// `--journal DIR`: berth's world records its decisions there, as `berth serve --journal`
   /// does (the baseline has none).
   Journal* journal = nullptr;
+  /// The ETA accuracy study (docs/simulate.md, "ETA accuracy"): berth's world runs the ETA
+  /// forecast on its own model at most this often, whenever the model changed (0: never), and
+  /// the report compares each prediction with the simulated start. Every pod then carries its
+  /// job's run time as `berth.io/expected-duration`, off by a factor drawn per job from
+  /// [1 - eta_noise, 1 + eta_noise] (0: exact).
+  absl::Duration eta_every = absl::ZeroDuration();
+  double eta_noise = 0;
+  /// Set by RunForecast only: the world starts from a copy of this model instead of the
+  /// cluster file and the workload.
+  const ForecastOptions* forecast = nullptr;
 };
 
 /// Runs the workload through berth and (unless disabled) through the baseline, the two worlds

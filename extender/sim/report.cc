@@ -1247,7 +1247,27 @@ std::string SummaryTable(const SimResult& r) {
   for (const auto& row : wt.class_rows) c.AddRow(row);
   absl::StrAppend(&out, "\nwait by queue\n", q.Render(), "\nwait by priority class\n",
                   c.Render());
+  absl::StrAppend(&out, EtaStudyText(r.eta));
   return out;
+}
+
+std::string EtaStudyText(const EtaStudy& e) {
+  if (!e.enabled) return "";
+  auto minutes = [](double s) { return absl::StrFormat("%.1f min", s / 60); };
+  TextTable t({"ETA accuracy", "every prediction", "first prediction"});
+  t.AddRow({"median |error|", minutes(e.median_error), minutes(e.first_median_error)});
+  t.AddRow({"p90 |error|", minutes(e.p90_error), minutes(e.first_p90_error)});
+  t.AddRow({"median predicted - actual", minutes(e.median_signed_error), "-"});
+  t.AddRow({"median / mean wait", absl::StrFormat("%.3f", e.mean_wait > 0 ? e.median_error / e.mean_wait : 0),
+            absl::StrFormat("%.3f", e.mean_wait > 0 ? e.first_median_error / e.mean_wait : 0)});
+  return absl::StrFormat(
+      "\nETA accuracy (durations %s; a pass at most every %gs when the model changed)\n%s"
+      "jobs predicted %d, mean wait %s; predictions compared %d, without a start %d, for jobs "
+      "that never started %d\npasses %d, %.3fs of wall time each on average, %.3fs at most\n",
+      e.noise > 0 ? absl::StrFormat("known to +-%.0f%%", 100 * e.noise) : std::string("known exactly"),
+      e.every_seconds, t.Render(), e.jobs, minutes(e.mean_wait), e.predictions, e.no_start,
+      e.never_started, e.passes, e.passes > 0 ? e.pass_wall_seconds / static_cast<double>(e.passes) : 0,
+      e.pass_wall_seconds_max);
 }
 
 std::string ReportJson(const SimResult& r) {
@@ -1285,6 +1305,18 @@ std::string ReportJson(const SimResult& r) {
       {"baseline", {{"stuck", r.baseline.partial_gangs_stuck},
                     {"examples", r.baseline.partial_gang_examples}}}};
   j["cost"] = {{"berth", CostJson(r.berth, r.info)}, {"baseline", CostJson(r.baseline, r.info)}};
+  if (r.eta.enabled) {
+    const EtaStudy& e = r.eta;
+    j["eta"] = {{"everySeconds", e.every_seconds},     {"noise", e.noise},
+                {"passes", e.passes},                  {"passWallSeconds", e.pass_wall_seconds},
+                {"passWallSecondsMax", e.pass_wall_seconds_max},
+                {"predictions", e.predictions},        {"noStart", e.no_start},
+                {"neverStarted", e.never_started},     {"jobs", e.jobs},
+                {"meanWaitSeconds", e.mean_wait},      {"medianErrorSeconds", e.median_error},
+                {"p90ErrorSeconds", e.p90_error},      {"firstMedianErrorSeconds", e.first_median_error},
+                {"firstP90ErrorSeconds", e.first_p90_error},
+                {"medianSignedErrorSeconds", e.median_signed_error}};
+  }
   j["jobs"] = {{"columns", {"name", "queue", "priorityClass", "pods", "gang", "submit", "start",
                             "end", "restarts"}},
                {"berth", JobsJson(r.berth)},

@@ -55,6 +55,8 @@ std::map<std::string, WaitStats> WaitsBy(const RunMetrics& m, bool by_queue);
 std::string HumanDuration(double seconds);
 
 /// The summary table: one row per figure, columns berth, baseline, ratio.
+/// The ETA accuracy study's table (empty when the study did not run).
+std::string EtaStudyText(const EtaStudy& e);
 std::string SummaryTable(const SimResult& r);
 
 /// report.json as text.

@@ -123,10 +123,37 @@ struct SimInfo {
   std::map<std::string, double> queue_weights;  ///< queue -> weight (queue `default` included)
 };
 
+/// The ETA accuracy study (`berth simulate --eta-every`): berth's world runs the ETA forecast
+/// on its own model whenever it changed, at most every `every_seconds`, and each waiting job's
+/// predicted start is compared with when it started in the simulation.
+struct EtaStudy {
+  bool enabled = false;
+  double every_seconds = 0;
+  double noise = 0;           ///< each job's expected-duration annotation is off by up to this share
+  int64_t passes = 0;
+  double pass_wall_seconds = 0;      ///< the passes' wall time, in total
+  double pass_wall_seconds_max = 0;
+  int64_t predictions = 0;           ///< (job, pass) pairs with a predicted start, compared
+  int64_t no_start = 0;              ///< (job, pass) pairs the forecast gave no start
+  int64_t never_started = 0;         ///< predictions for jobs that did not start in the simulation
+  /// Absolute error |predicted - actual start|, seconds: over every prediction, and over each
+  /// job's first (at submission).
+  double median_error = 0, p90_error = 0;
+  double first_median_error = 0, first_p90_error = 0;
+  /// The median of predicted - actual: below 0 when predictions are early (jobs that arrive
+  /// later and go first, run times longer than announced).
+  double median_signed_error = 0;
+  /// Mean wait (start - submit) of the jobs predicted, seconds; the goal is a median error of
+  /// at most 10% of it with exact durations.
+  double mean_wait = 0;
+  int64_t jobs = 0;  ///< jobs predicted at least once
+};
+
 struct SimResult {
   SimInfo info;
   RunMetrics berth;
   RunMetrics baseline;
+  EtaStudy eta;
 };
 
 }  // namespace berth::extender::sim

@@ -1,0 +1,201 @@
+// The ETA forecast's cost (docs/performance.md, "ETA forecast"): a pass copies the model under
+// its reader lock, then runs berth's verbs forward in virtual time on the copy, on a thread of
+// its own. What a pass costs in wall time, how long it holds the live model, and what it does to
+// the verbs' latency while it runs.
+#include "bench/eta_bench.h"
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "bench/cluster_profiles.h"
+#include "core/strings.h"
+#include "extender/config.h"
+#include "extender/service.h"
+#include "extender/sim/forecast.h"
+#include "policy/registry.h"
+
+namespace berth::bench {
+namespace {
+
+double Percentile(std::vector<double> v, double q) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v[std::min(v.size() - 1, static_cast<size_t>(q * static_cast<double>(v.size())))];
+}
+
+class NoBinder final : public extender::BinderInterface {
+ public:
+  absl::Status Bind(const core::Pod&, std::string_view) override { return absl::OkStatus(); }
+};
+
+constexpr int64_t kGi = int64_t{1} << 30;
+
+// The profile's cluster, berth's running pods announcing run times of 10 minutes to 10 hours
+// (started up to an hour ago), and `waiting` jobs: one in twenty a gang of two 8-GPU pods, the
+// rest single pods, a third of them asking for GPUs; four queues.
+void Load(const ClusterProfile& p, int waiting, absl::Time now, core::ClusterModel* model) {
+  std::vector<core::ModelEvent> events;
+  AppendNodeEvents(p, 0, p.nodes, &events);
+  model->Apply(events);
+  events.clear();
+  for (int i = 0; i < p.nodes; ++i) {
+    for (int k = 0; k < p.pods_per_node; ++k) {
+      core::Pod pod = MakeRunningPod(p, i, k);
+      if (pod.scheduler_name == "berth-scheduler") {
+        const int minutes = 10 + (i * 7919 + k * 104729) % 590;
+        pod.annotations.Set("berth.io/expected-duration", StrCat(minutes, "m"));
+        pod.started = now - absl::Minutes((i + k * 13) % 60);
+      }
+      events.emplace_back(core::PodUpsert{std::move(pod)});
+    }
+    if (events.size() > 20000) {
+      model->Apply(events);
+      events.clear();
+    }
+  }
+  static const char* kQueues[] = {"team-a", "team-b", "team-c", "team-d"};
+  for (const char* q : kQueues) {
+    core::Queue queue;
+    queue.name = q;
+    events.emplace_back(core::QueueUpsert{std::move(queue)});
+  }
+  for (int j = 0; j < waiting; ++j) {
+    const bool gang = j % 20 == 0;
+    const int members = gang ? 2 : 1;
+    if (gang) {
+      core::PodGroup g;
+      g.ns = "bench";
+      g.name = StrCat("gang-", j);
+      g.min_member = 2;
+      g.creation = now - absl::Seconds(waiting - j);
+      events.emplace_back(core::PodGroupUpsert{std::move(g)});
+    }
+    for (int m = 0; m < members; ++m) {
+      core::Pod pod;
+      pod.ns = "bench";
+      pod.name = gang ? StrCat("gang-", j, "-", m) : StrCat("job-", j);
+      pod.uid = StrCat("eta-bench-", j, "-", m);
+      pod.scheduler_name = "berth-scheduler";
+      pod.creation = now - absl::Seconds(waiting - j);
+      pod.labels.Set("berth.io/queue", kQueues[j % 4]);
+      if (gang) pod.labels.Set("scheduling.x-k8s.io/pod-group", StrCat("gang-", j));
+      pod.annotations.Set("berth.io/expected-duration", StrCat(5 + (j * 31) % 240, "m"));
+      pod.request.Set(core::kPods, 1);
+      if (gang) {
+        pod.request.Set(core::kCpu, 32000);
+        pod.request.Set(core::kMemory, 256 * kGi);
+        pod.request.Set(core::kNvidiaGpu, 8);
+      } else if (j % 3 == 0) {
+        pod.request.Set(core::kCpu, 8000);
+        pod.request.Set(core::kMemory, 64 * kGi);
+        pod.request.Set(core::kNvidiaGpu, 1 + j % 4);
+      } else {
+        pod.request.Set(core::kCpu, 4000);
+        pod.request.Set(core::kMemory, 16 * kGi);
+      }
+      events.emplace_back(core::PodUpsert{std::move(pod)});
+    }
+  }
+  model->Apply(events);
+}
+
+}  // namespace
+
+int RunEtaBench(bool quick) {
+  struct Size {
+    int nodes, waiting;
+    absl::Duration budget;  // eta.maxPassSeconds; 0: none
+  };
+  const std::vector<Size> sizes =
+      quick ? std::vector<Size>{{300, 200, absl::ZeroDuration()}}
+            : std::vector<Size>{{1000, 1000, absl::ZeroDuration()}, {5000, 10000, absl::Seconds(30)}};
+  int failures = 0;
+  std::printf("ETA forecast: one pass (wall), its copy of the model (reader lock held), and filter latency while passes run\n");
+  std::printf("%-6s %8s %7s %9s %10s %8s %10s %12s %12s %12s %12s %8s\n", "nodes", "waiting", "budget",
+              "pass s", "forecast", "copy ms", "sim hours", "p50 idle us", "p50 pass us", "p99 idle us",
+              "p99 pass us", "no time");
+  for (const Size& size : sizes) {
+    ClusterProfile p = Profile1k();
+    p.nodes = size.nodes;
+    const absl::Time now = absl::FromUnixSeconds(1'767'229'200);
+    core::FakeClock clock(now);
+    core::ClusterModel model(&clock);
+    Load(p, size.waiting, now, &model);
+    auto pipeline = policy::BuildDefaultRegistry().Build(policy::PolicyConfig{}, model.resources());
+    if (!pipeline.ok()) return 2;
+    NoBinder binder;
+    extender::ServiceOptions so;
+    so.mode = extender::Mode::kKubernetes;
+    extender::Service service(so, &model, *std::move(pipeline), &binder, &clock);
+    service.SetReady(true);
+    service.AdmissionTick();  // the plan the live service would have
+
+    const extender::Config config;
+    auto pass = [&]() {
+      return extender::sim::RunForecast({.model = &model, .book = service.fair_share(), .config = config,
+                                         .now = now, .horizon = config.eta_horizon, .max_wall = size.budget});
+    };
+    const auto c0 = std::chrono::steady_clock::now();
+    (void)model.Fork(&clock);
+    const double copy_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - c0).count();
+    const auto t0 = std::chrono::steady_clock::now();
+    absl::StatusOr<extender::Forecast> f = pass();
+    const double pass_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (!f.ok()) {
+      std::fprintf(stderr, "FAIL: %s\n", std::string(f.status().message()).c_str());
+      return 1;
+    }
+    int unknown = 0;
+    for (const extender::JobEta& e : f->jobs) unknown += e.start ? 0 : 1;
+    if (static_cast<int>(f->jobs.size()) != size.waiting) {
+      std::fprintf(stderr, "FAIL: the forecast has %zu waiting jobs of %d\n", f->jobs.size(), size.waiting);
+      ++failures;
+    }
+
+    // Filter latency: a pod that fits, every node a candidate; phases without and with a pass
+    // running on another thread, alternating.
+    const std::vector<int> all = CandidateIndices(p, p.nodes, 1);
+    PendingPodSpec spec = PendingPodSpecOf(PendingKind::kFits);
+    const std::string body = ArgsNamesJson(p, PendingPodJson(spec), all);
+    std::vector<double> idle, busy;
+    const int phases = quick ? 2 : 4;
+    const auto phase_length = std::chrono::milliseconds(quick ? 300 : 3000);
+    for (int ph = 0; ph < phases * 2; ++ph) {
+      const bool with_pass = ph % 2 == 1;
+      std::atomic<bool> stop{false};
+      std::thread background;
+      if (with_pass) {
+        background = std::thread([&] {
+          while (!stop) (void)pass();
+        });
+      }
+      const auto end = std::chrono::steady_clock::now() + phase_length;
+      while (std::chrono::steady_clock::now() < end) {
+        const auto s = std::chrono::steady_clock::now();
+        const extender::Reply r = service.Filter(body);
+        const double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - s).count();
+        if (r.status != 200) ++failures;
+        (with_pass ? busy : idle).push_back(us);
+      }
+      stop = true;
+      if (background.joinable()) background.join();
+    }
+    std::string calls;
+    for (const auto& [verb, c] : f->calls) StrAppend(&calls, " ", verb, " ", c.first, " (", static_cast<int>(c.second * 1000), " ms)");
+    std::printf("  pass: %lld attempts;%s\n", static_cast<long long>(f->attempts), calls.c_str());
+    std::printf("%-6d %8d %7s %9.2f %10zu %8.1f %10.1f %12.1f %12.1f %12.1f %12.1f %8d\n", size.nodes, size.waiting,
+                size.budget > absl::ZeroDuration() ? absl::FormatDuration(size.budget).c_str() : "none",
+                pass_s, f->jobs.size(), copy_ms, f->simulated_seconds / 3600, Percentile(idle, 0.5),
+                Percentile(busy, 0.5), Percentile(idle, 0.99), Percentile(busy, 0.99), unknown);
+  }
+  if (failures > 0) std::fprintf(stderr, "FAIL: %d failures\n", failures);
+  return failures > 0 ? 1 : 0;
+}
+
+}  // namespace berth::bench
