@@ -2232,11 +2232,9 @@ Forecast World::TakeForecast() const {
     }
     // A job that waits whole starts when it first runs (a gang: minMember members); elastic
     // members of a running one when the last of them is bound.
-    if (!fj.started && job.first_start >= 0) {
-      start = job.first_start;
-    } else if (fj.started && !all) {
-      start = -1;
-    } else if (!fj.started) {
+    if (!fj.started) {
+      start = job.first_start;  // -1 if it did not start
+    } else if (!all) {
       start = -1;
     }
     if (start >= 0) {

@@ -8,6 +8,16 @@
 #include "spdlog/spdlog.h"
 
 namespace berth::extender::sim {
+namespace {
+
+// The pod named "namespace/name", or null.
+const core::PodState* FindByKey(const core::ClusterState& state, std::string_view key) {
+  const size_t slash = key.find('/');
+  if (slash == std::string_view::npos) return nullptr;
+  return state.FindPodByName(key.substr(0, slash), key.substr(slash + 1));
+}
+
+}  // namespace
 
 EtaRunner::EtaRunner(Service* service, const core::Clock* clock, Config config)
     : service_(service), clock_(clock), config_(std::move(config)) {}
@@ -73,9 +83,7 @@ void EtaRunner::PlanAnnotations(const Forecast& f) {
     const std::string value =
         e.start ? absl::FormatTime(absl::RFC3339_sec, *e.start, absl::UTCTimeZone()) : std::string("unknown");
     for (const std::string& key : e.pods) {
-      const size_t slash = key.find('/');
-      const core::PodState* p = view->FindPodByName(std::string_view(key).substr(0, slash),
-                                                    std::string_view(key).substr(slash + 1));
+      const core::PodState* p = FindByKey(*view, key);
       if (p == nullptr) continue;
       const std::optional<std::string_view> written = p->pod.annotations.Get(kEtaAnnotation);
       if (written && *written == value) continue;
@@ -111,9 +119,7 @@ int EtaRunner::WriteAnnotations() {
     core::Pod pod;
     {
       auto view = service_->model().Read();
-      const size_t slash = key.find('/');
-      const core::PodState* p = view->FindPodByName(std::string_view(key).substr(0, slash),
-                                                    std::string_view(key).substr(slash + 1));
+      const core::PodState* p = FindByKey(*view, key);
       if (p == nullptr || !p->pod.node_name.empty()) continue;  // gone, or started meanwhile
       pod = p->pod;
     }
