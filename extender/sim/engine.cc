@@ -1,11 +1,13 @@
 #include "extender/sim/engine.h"
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cmath>
 #include <deque>
 #include <functional>
+#include <limits>
 #include <map>
 #include <optional>
 #include <queue>
@@ -2117,8 +2119,7 @@ absl::Status World::InitForecast() {
     ++jobs_left_;
     std::vector<core::Pod>& originals = originals_.emplace_back();
     ForecastJob fj{.job = j, .key = StrCat(g->ns, "/", g->name), .gang = g->gang, .run = run};
-    Micros earliest = 0;
-    bool any_bound = false;
+    std::vector<Micros> bound_at;  // of the members bound, before now (<= 0)
     for (Member& m : g->members) {
       originals.push_back(m.pod);
       const bool bound = !m.node.empty() && node_by_name_.contains(m.node);
@@ -2127,8 +2128,7 @@ absl::Status World::InitForecast() {
       SimPod& sp = pods_[static_cast<size_t>(p)];
       if (bound) {
         place(p, m.node);
-        earliest = any_bound ? std::min(earliest, sp.bound_at) : sp.bound_at;
-        any_bound = true;
+        bound_at.push_back(sp.bound_at);
         if (job.min_member > 0) {
           ++job.bound;
         } else {
@@ -2145,14 +2145,21 @@ absl::Status World::InitForecast() {
       ++targets_left_;
       queue_order.push_back(p);
     }
+    // A job that started before the forecast has its start at 0, "now or earlier": the world's
+    // times before now are negative, and a negative start reads as "not started" (a gang whose
+    // start was negative never ended, nor lost its run when a member was evicted). Its end is
+    // still its real start plus its run time; a gang started when its minMember-th member did.
+    std::sort(bound_at.begin(), bound_at.end());
+    const bool any_bound = !bound_at.empty();
     if (job.min_member > 0 && job.bound >= job.min_member) {
-      job.start = job.first_start = earliest;
-      Push(std::max<Micros>(0, earliest + ToMicros(spec.duration)), EventType::kJobFinish, j, job.epoch);
+      job.start = job.first_start = 0;
+      const Micros started = bound_at[static_cast<size_t>(job.min_member - 1)];
+      Push(std::max<Micros>(0, started + ToMicros(spec.duration)), EventType::kJobFinish, j, job.epoch);
     } else if (job.min_member > 0 && job.bound > 0) {
       job.partial_since = 0;
       Push(job.timeout, EventType::kGangCheck, j, job.epoch);
     } else if (job.min_member == 0 && any_bound) {
-      job.first_start = earliest;
+      job.first_start = 0;
     }
     fj.started = job.first_start >= 0;
     if (!fj.targets.empty()) {
@@ -2311,6 +2318,9 @@ double Quantile(std::vector<double> v, double q) {
 }
 
 void World::FinishStudy() {
+  // Lead buckets' upper bounds, seconds: 10 min, 30 min, 1 h, 3 h, beyond.
+  static constexpr std::array<double, 5> kLeads = {600, 1800, 3600, 10800, std::numeric_limits<double>::infinity()};
+  std::array<std::vector<double>, kLeads.size()> by_lead;
   std::vector<double> errors, first_errors, signed_errors;
   absl::flat_hash_set<std::string> seen;
   double waits = 0;
@@ -2340,6 +2350,18 @@ void World::FinishStudy() {
     errors.push_back(std::abs(error));
     signed_errors.push_back(error);
     if (first) first_errors.push_back(std::abs(error));
+    const double lead = Seconds(*actual - p.at);
+    size_t b = 0;
+    while (b + 1 < kLeads.size() && lead >= kLeads[b]) ++b;
+    by_lead[b].push_back(error);
+  }
+  for (size_t b = 0; b < kLeads.size(); ++b) {
+    std::vector<double> abs_errors;
+    for (double e : by_lead[b]) abs_errors.push_back(std::abs(e));
+    study_.by_lead.push_back(EtaStudy::Lead{.below_seconds = kLeads[b],
+                                            .predictions = static_cast<int64_t>(by_lead[b].size()),
+                                            .median_error = Quantile(abs_errors, 0.5),
+                                            .median_signed_error = Quantile(by_lead[b], 0.5)});
   }
   study_.median_signed_error = Quantile(signed_errors, 0.5);
   study_.predictions = static_cast<int64_t>(errors.size());

@@ -1260,14 +1260,25 @@ std::string EtaStudyText(const EtaStudy& e) {
   t.AddRow({"median predicted - actual", minutes(e.median_signed_error), "-"});
   t.AddRow({"median / mean wait", absl::StrFormat("%.3f", e.mean_wait > 0 ? e.median_error / e.mean_wait : 0),
             absl::StrFormat("%.3f", e.mean_wait > 0 ? e.first_median_error / e.mean_wait : 0)});
+  TextTable lead({"lead (prediction to start)", "predictions", "median |error|", "median predicted - actual"});
+  double from = 0;
+  for (const EtaStudy::Lead& l : e.by_lead) {
+    auto bound = [](double s) { return s >= 3600 ? absl::StrFormat("%g h", s / 3600) : absl::StrFormat("%g min", s / 60); };
+    lead.AddRow({std::isinf(l.below_seconds) ? absl::StrCat(bound(from), " or more")
+                                              : absl::StrCat(from == 0 ? "0" : bound(from), " to ", bound(l.below_seconds)),
+                 absl::StrCat(l.predictions), l.predictions > 0 ? minutes(l.median_error) : "-",
+                 l.predictions > 0 ? minutes(l.median_signed_error) : "-"});
+    from = l.below_seconds;
+  }
   return absl::StrFormat(
       "\nETA accuracy (durations %s; a pass at most every %gs when the model changed)\n%s"
       "jobs predicted %d, mean wait %s; predictions compared %d, without a start %d, for jobs "
-      "that never started %d\npasses %d, %.3fs of wall time each on average, %.3fs at most\n",
+      "that never started %d\npasses %d, %.3fs of wall time each on average, %.3fs at most\n"
+      "\nETA error by lead (the forecast assumes no new work arrives)\n%s",
       e.noise > 0 ? absl::StrFormat("known to +-%.0f%%", 100 * e.noise) : std::string("known exactly"),
       e.every_seconds, t.Render(), e.jobs, minutes(e.mean_wait), e.predictions, e.no_start,
       e.never_started, e.passes, e.passes > 0 ? e.pass_wall_seconds / static_cast<double>(e.passes) : 0,
-      e.pass_wall_seconds_max);
+      e.pass_wall_seconds_max, lead.Render());
 }
 
 std::string ReportJson(const SimResult& r) {
@@ -1316,6 +1327,14 @@ std::string ReportJson(const SimResult& r) {
                 {"p90ErrorSeconds", e.p90_error},      {"firstMedianErrorSeconds", e.first_median_error},
                 {"firstP90ErrorSeconds", e.first_p90_error},
                 {"medianSignedErrorSeconds", e.median_signed_error}};
+    json leads = json::array();
+    for (const EtaStudy::Lead& l : e.by_lead) {
+      leads.push_back({{"belowSeconds", std::isinf(l.below_seconds) ? json(nullptr) : json(l.below_seconds)},
+                       {"predictions", l.predictions},
+                       {"medianErrorSeconds", l.median_error},
+                       {"medianSignedErrorSeconds", l.median_signed_error}});
+    }
+    j["eta"]["byLead"] = std::move(leads);
   }
   j["jobs"] = {{"columns", {"name", "queue", "priorityClass", "pods", "gang", "submit", "start",
                             "end", "restarts"}},

@@ -147,6 +147,16 @@ struct EtaStudy {
   /// at most 10% of it with exact durations.
   double mean_wait = 0;
   int64_t jobs = 0;  ///< jobs predicted at least once
+  /// The errors by lead: how long before the job's actual start the prediction was made. The
+  /// forecast assumes no new work arrives, so the further ahead, the more later arrivals that
+  /// go first can move the start.
+  struct Lead {
+    double below_seconds = 0;  ///< the bucket's upper bound (infinity for the last)
+    int64_t predictions = 0;
+    double median_error = 0;
+    double median_signed_error = 0;
+  };
+  std::vector<Lead> by_lead;
 };
 
 struct SimResult {

@@ -143,6 +143,36 @@ TEST_CASE("eta: a gang waits for the two jobs that hold its nodes, and starts wh
   CHECK(metrics.find("berth_eta_unknown_jobs 0") != std::string::npos);
 }
 
+TEST_CASE("eta: a gang that started before the pass ends its run time after its last needed member started", "[eta]") {
+  Harness h;
+  StartAtT0(h);
+  h.Apply(TwoNodes());
+  // g started when its second member did, 10 min before T0, and runs 30 min: it ends at T0+20m
+  // (counting from its first member would say T0+18m).
+  h.Apply(Json::array({Event("ADDED", MakePodGroup("g").Namespace("team-a").MinMember(2).Obj()),
+                       Event("ADDED", Running("team-a", "g-0", "n1", absl::Minutes(12)).Gang("g")
+                                          .Annotation("berth.io/expected-duration", "30m").Obj()),
+                       Event("ADDED", Running("team-a", "g-1", "n2", absl::Minutes(10)).Gang("g")
+                                          .Annotation("berth.io/expected-duration", "30m").Obj()),
+                       Event("ADDED", MakePod("w-0").Namespace("team-b").Cpu("8").Gpu(8)
+                                          .Annotation("berth.io/expected-duration", "1h").Created(At(-absl::Minutes(2))).Obj())}));
+  extender::sim::EtaRunner runner(&h.service(), &h.clock(), EtaConfig());
+  REQUIRE(runner.RunPass().ok());
+  std::shared_ptr<const extender::Forecast> f = h.service().forecast();
+  REQUIRE(f != nullptr);
+  CHECK(f->running_jobs == 1);
+  const extender::JobEta& w = EtaOfJob(*f, "team-b/w-0");
+  CHECK_FALSE(w.running);
+  REQUIRE(w.start.has_value());
+  const absl::Duration wait = *w.start - kT0;
+  INFO(absl::FormatDuration(wait));
+  CHECK(wait >= absl::Minutes(20));
+  CHECK(wait <= absl::Minutes(20) + absl::Seconds(30));
+  REQUIRE(w.after.size() == 1);
+  CHECK(w.after[0].job == "team-a/g");
+  CHECK(w.after[0].end == kT0 + absl::Minutes(20));
+}
+
 TEST_CASE("eta: without an annotation or a deadline, the queue's median run time ends a running pod", "[eta]") {
   Harness h;
   StartAtT0(h);
