@@ -4,7 +4,11 @@
 // the verbs' latency while it runs.
 #include "bench/eta_bench.h"
 
+#include <pthread.h>
+#include <sched.h>
+
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -18,6 +22,7 @@
 #include "extender/config.h"
 #include "extender/service.h"
 #include "extender/sim/forecast.h"
+#include "extender/thread_name.h"
 #include "policy/registry.h"
 
 namespace berth::bench {
@@ -117,9 +122,8 @@ int RunEtaBench(bool quick) {
             : std::vector<Size>{{1000, 1000, absl::ZeroDuration()}, {5000, 10000, absl::Seconds(30)}};
   int failures = 0;
   std::printf("ETA forecast: one pass (wall), its copy of the model (reader lock held), and filter latency while passes run\n");
-  std::printf("%-6s %8s %7s %9s %10s %8s %10s %12s %12s %12s %12s %8s\n", "nodes", "waiting", "budget",
-              "pass s", "forecast", "copy ms", "sim hours", "p50 idle us", "p50 pass us", "p99 idle us",
-              "p99 pass us", "no time");
+  std::printf("%-6s %8s %7s %9s %10s %8s %10s %8s\n", "nodes", "waiting", "budget", "pass s", "forecast", "copy ms",
+              "sim hours", "no time");
   for (const Size& size : sizes) {
     ClusterProfile p = Profile1k();
     p.nodes = size.nodes;
@@ -158,41 +162,73 @@ int RunEtaBench(bool quick) {
       ++failures;
     }
 
-    // Filter latency: a pod that fits, every node a candidate; phases without and with a pass
-    // running on another thread, alternating.
+    // Filter latency: a pod that fits, every node a candidate, in rounds of four phases: no
+    // pass; passes back to back on another core; passes sharing the filter's core at normal
+    // priority; passes sharing it at the priority `berth serve` gives them (nice 19 after the
+    // copy, EtaRunner::SetLowPriority). The shared-core phases are what a busy node does.
     const std::vector<int> all = CandidateIndices(p, p.nodes, 1);
     PendingPodSpec spec = PendingPodSpecOf(PendingKind::kFits);
     const std::string body = ArgsNamesJson(p, PendingPodJson(spec), all);
-    std::vector<double> idle, busy;
-    const int phases = quick ? 2 : 4;
+    enum Phase { kIdle, kOtherCore, kSameCore, kSameCoreLow, kPhases };
+    std::array<std::vector<double>, kPhases> latency;
+    const int rounds = quick ? 1 : 2;
     const auto phase_length = std::chrono::milliseconds(quick ? 300 : 3000);
-    for (int ph = 0; ph < phases * 2; ++ph) {
-      const bool with_pass = ph % 2 == 1;
-      std::atomic<bool> stop{false};
-      std::thread background;
-      if (with_pass) {
-        background = std::thread([&] {
-          while (!stop) (void)pass();
-        });
+    cpu_set_t original;
+    CPU_ZERO(&original);
+    (void)pthread_getaffinity_np(pthread_self(), sizeof(original), &original);
+    const bool two_cpus = CPU_COUNT(&original) >= 2;
+    int first_cpu = 0;
+    while (first_cpu < CPU_SETSIZE && !CPU_ISSET(first_cpu, &original)) ++first_cpu;
+    auto pin = [&](pthread_t t, int cpu) {
+      cpu_set_t one;
+      CPU_ZERO(&one);
+      CPU_SET(cpu, &one);
+      (void)pthread_setaffinity_np(t, sizeof(one), &one);
+    };
+    for (int round = 0; round < rounds; ++round) {
+      for (int ph = 0; ph < kPhases; ++ph) {
+        if (ph == kOtherCore && !two_cpus) continue;
+        std::atomic<bool> stop{false};
+        std::thread background;
+        if (ph != kIdle) {
+          background = std::thread([&, ph] {
+            if (ph == kSameCoreLow) (void)extender::LowerThisThreadPriority();
+            while (!stop) (void)pass();
+          });
+        }
+        const bool shared = ph == kSameCore || ph == kSameCoreLow;
+        if (shared) {
+          pin(pthread_self(), first_cpu);
+          pin(background.native_handle(), first_cpu);
+        }
+        const auto end = std::chrono::steady_clock::now() + phase_length;
+        while (std::chrono::steady_clock::now() < end) {
+          const auto s = std::chrono::steady_clock::now();
+          const extender::Reply r = service.Filter(body);
+          const double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - s).count();
+          if (r.status != 200) ++failures;
+          latency[static_cast<size_t>(ph)].push_back(us);
+        }
+        stop = true;
+        if (background.joinable()) background.join();
+        if (shared) (void)pthread_setaffinity_np(pthread_self(), sizeof(original), &original);
       }
-      const auto end = std::chrono::steady_clock::now() + phase_length;
-      while (std::chrono::steady_clock::now() < end) {
-        const auto s = std::chrono::steady_clock::now();
-        const extender::Reply r = service.Filter(body);
-        const double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - s).count();
-        if (r.status != 200) ++failures;
-        (with_pass ? busy : idle).push_back(us);
-      }
-      stop = true;
-      if (background.joinable()) background.join();
     }
     std::string calls;
     for (const auto& [verb, c] : f->calls) StrAppend(&calls, " ", verb, " ", c.first, " (", static_cast<int>(c.second * 1000), " ms)");
     std::printf("  pass: %lld attempts;%s\n", static_cast<long long>(f->attempts), calls.c_str());
-    std::printf("%-6d %8d %7s %9.2f %10zu %8.1f %10.1f %12.1f %12.1f %12.1f %12.1f %8d\n", size.nodes, size.waiting,
+    std::printf("%-6d %8d %7s %9.2f %10zu %8.1f %10.1f %8d\n", size.nodes, size.waiting,
                 size.budget > absl::ZeroDuration() ? absl::FormatDuration(size.budget).c_str() : "none",
-                pass_s, f->jobs.size(), copy_ms, f->simulated_seconds / 3600, Percentile(idle, 0.5),
-                Percentile(busy, 0.5), Percentile(idle, 0.99), Percentile(busy, 0.99), unknown);
+                pass_s, f->jobs.size(), copy_ms, f->simulated_seconds / 3600, unknown);
+    const std::array<const char*, kPhases> names = {"no pass", "passes on another core", "passes on the same core",
+                                                    "same core, nice 19 (berth serve)"};
+    for (int ph = 0; ph < kPhases; ++ph) {
+      const std::vector<double>& v = latency[static_cast<size_t>(ph)];
+      if (v.empty()) continue;
+      const double p99 = Percentile(v, 0.99), idle99 = Percentile(latency[kIdle], 0.99);
+      std::printf("  filter %-34s p50 %9.1f us  p99 %9.1f us  (p99 %.2fx no pass)  %zu calls\n", names[static_cast<size_t>(ph)],
+                  Percentile(v, 0.5), p99, idle99 > 0 ? p99 / idle99 : 0, v.size());
+    }
   }
   if (failures > 0) std::fprintf(stderr, "FAIL: %d failures\n", failures);
   return failures > 0 ? 1 : 0;

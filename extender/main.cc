@@ -329,6 +329,7 @@ int Serve() {
   std::unique_ptr<kube::KubePodEventSink> pod_events;
   std::unique_ptr<kube::KubeEtaAnnotator> eta_annotator;
   sim::EtaRunner eta(&service, &clock, config);
+  eta.SetLowPriority(true);  // a pass takes only the CPU the verbs leave
   if (config.eta_interval > absl::ZeroDuration()) {
     service.SetForecaster([&config](const core::ClusterModel& m, policy::FairShare* book, absl::Time now) {
       return sim::RunForecast({.model = &m, .book = book, .config = config, .now = now, .horizon = config.eta_horizon,

@@ -318,10 +318,11 @@ class World {
   void Evicted(const SimPod& p, const std::string& cause, bool work_lost);
   bool TickDue() const {
     if (now_ - last_tick_ >= ToMicros(o_.idle_tick)) return true;
-    // A forecast plans again only once room was freed (a pod gone, a node changed): a bind
-    // only takes room a plan already gave, and a plan over every waiting job and node after
-    // each one is most of what a pass would cost.
-    if (o_.forecast != nullptr) return room_freed_;
+    // A forecast plans again only once room was freed (a pod gone, a node changed) or a gang
+    // started (its admission is over, so the jobs queued behind it may go): another bind only
+    // takes room a plan already gave, and a plan over every waiting job and node after each
+    // one is most of what a pass would cost.
+    if (o_.forecast != nullptr) return replan_;
     return model_->Read()->generation() != last_tick_generation_;
   }
   bool Done() const { return jobs_left_ == 0; }
@@ -418,9 +419,9 @@ class World {
   int64_t targets_left_ = 0;
   int running_jobs_ = 0, running_unknown_ = 0;
   uint64_t forecast_generation_ = 0;
-  bool room_freed_ = false;
+  bool replan_ = false;     // a forecast's tick is due: room was freed or a gang started (TickDue)
   bool truncated_ = false;  // a forecast stopped by its wall-time budget
-  std::map<int32_t, int> bound_priorities_;  // bound pods (terminating included) by priority  // a pod left a node, or a node changed, since the last tick
+  std::map<int32_t, int> bound_priorities_;  // bound pods (terminating included) by priority
   // the ETA accuracy study (SimOptions::eta_every)
   struct Prediction {
     std::string key;
@@ -879,6 +880,7 @@ void World::BindPod(int p, int node) {
   if (job.start >= 0) return;  // an elastic member joins a running gang
   if (job.bound >= job.min_member) {
     job.start = now_;
+    replan_ = true;
     if (study_.enabled) actual_start_[StrCat(job.spec->ns, "/", job.spec->name)].push_back(now_);
     if (job.first_start < 0) {
       job.first_start = now_;
@@ -1049,7 +1051,7 @@ void World::RemovePod(int p) {
                           .succeeded = pod.pod.phase == core::PodPhase::kSucceeded});
   if (node >= 0) {
     CheckNode(node);
-    room_freed_ = true;
+    replan_ = true;
   }
   pod.json.clear();
   pod.json.shrink_to_fit();
@@ -1896,7 +1898,7 @@ void World::Run() {
             CarryOutIntents();
             last_tick_ = now_;
             last_tick_generation_ = model_->Read()->generation();
-            room_freed_ = false;
+            replan_ = false;
           }
           Push(now_ + ToMicros(o_.admission_tick), EventType::kTick);
           break;
@@ -1987,6 +1989,7 @@ absl::Status World::InitForecast() {
   model_ = f.model->Fork(&clock_);
   forecast_generation_ = model_->Read()->generation();
   if (absl::Status s = MakeService(f.book); !s.ok()) return s;
+  if (f.after_copy) f.after_copy();
   pool_names_ = {"default"};
   pool_preemption_ = {true};
   queue_names_ = {"default"};

@@ -1,10 +1,13 @@
 #include "extender/sim/eta_runner.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <memory>
+#include <thread>
 
 #include "core/strings.h"
 #include "extender/sim/forecast.h"
+#include "extender/thread_name.h"
 #include "spdlog/spdlog.h"
 
 namespace berth::extender::sim {
@@ -50,7 +53,24 @@ absl::Status EtaRunner::RunPass() {
                     .horizon = config_.eta_horizon,
                     .max_wall = config_.eta_max_pass};
   last_pass_ = o.now;
-  absl::StatusOr<Forecast> f = RunForecast(o);
+  absl::StatusOr<Forecast> f = absl::UnknownError("the forecast did not run");
+  auto run = [&] {
+    f = RunForecast(o);
+    errno = 0;
+    last_pass_nice_ = getpriority(PRIO_PROCESS, static_cast<id_t>(syscall(SYS_gettid)));
+  };
+  if (low_priority_) {
+    // Not the calling thread: an unprivileged thread cannot take its priority back, and the
+    // next pass's copy must not crawl while it holds the live model's reader lock.
+    o.after_copy = [] { (void)LowerThisThreadPriority(); };
+    std::thread pass([&] {
+      NameThisThread("eta-pass");
+      run();
+    });
+    pass.join();
+  } else {
+    run();
+  }
   ForecastMetrics& m = service_->forecast_metrics();
   if (!f.ok()) {
     m.failed.fetch_add(1);

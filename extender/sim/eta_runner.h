@@ -25,6 +25,11 @@ class EtaRunner {
 
   /// Where annotations go (Kubernetes mode); none by default.
   void SetAnnotator(EtaAnnotatorInterface* annotator) { annotator_ = annotator; }
+  /// Runs each pass on a thread of its own ("eta-pass") whose priority drops to nice 19 once
+  /// the live model is copied, so a pass takes only CPU the verbs leave (`berth serve` does).
+  void SetLowPriority(bool low) { low_priority_ = low; }
+  /// The nice value the latest pass ran its forecast at (read on its thread as it ended).
+  int last_pass_nice() const { return last_pass_nice_; }
 
   /// One step of the loop `berth serve` runs every second: a pass if one is due, then the
   /// annotations due. \return whether a pass ran.
@@ -43,6 +48,8 @@ class EtaRunner {
   const core::Clock* clock_;
   Config config_;
   EtaAnnotatorInterface* annotator_ = nullptr;
+  bool low_priority_ = false;
+  int last_pass_nice_ = 0;
   absl::Time last_pass_ = absl::InfinitePast();
   uint64_t last_generation_ = ~uint64_t{0};
   /// Pod key -> value to write, in key order; written oldest-queued first is not needed: every

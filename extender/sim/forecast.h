@@ -17,6 +17,7 @@
 // differ from what was expected. The accuracy study (`berth simulate --eta-every`) measures
 // what that costs.
 
+#include <functional>
 #include <memory>
 
 #include "absl/status/statusor.h"
@@ -37,6 +38,10 @@ struct ForecastOptions {
   /// Wall time a pass may take (0: no limit). Jobs it has not started by then get no time, and
   /// the answer says the pass was cut short (Forecast::truncated).
   absl::Duration max_wall = absl::Seconds(30);
+  /// Called on the pass's thread once the live model and the book are copied, before the run.
+  /// `berth serve` lowers the thread's priority there (EtaRunner): the copy holds the live
+  /// model's reader lock, so it runs at full speed; the run must never slow the verbs.
+  std::function<void()> after_copy;
 };
 
 /// Runs one forecast pass. Errors only for a configuration the policies refuse.
