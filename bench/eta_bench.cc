@@ -164,8 +164,9 @@ int RunEtaBench(bool quick) {
 
     // Filter latency: a pod that fits, every node a candidate, in rounds of four phases: no
     // pass; passes back to back on another core; passes sharing the filter's core at normal
-    // priority; passes sharing it at the priority `berth serve` gives them (nice 19 after the
-    // copy, EtaRunner::SetLowPriority). The shared-core phases are what a busy node does.
+    // priority; passes sharing it at nice 19, the priority a `berth serve` pass runs at once
+    // its copy is made (EtaRunner::SetLowPriority; here the copies run at nice 19 too, as the
+    // thread runs pass after pass). The shared-core phases are what a busy node does.
     const std::vector<int> all = CandidateIndices(p, p.nodes, 1);
     PendingPodSpec spec = PendingPodSpecOf(PendingKind::kFits);
     const std::string body = ArgsNamesJson(p, PendingPodJson(spec), all);
