@@ -55,6 +55,15 @@ extender::Config EtaConfig() {
   return c;
 }
 
+// A hand-computed start: at T0 + `at`, or within kube-scheduler's retry (30 s) after it.
+void CheckStartsAt(const extender::JobEta& e, absl::Duration at) {
+  REQUIRE(e.start.has_value());
+  const absl::Duration wait = *e.start - kT0;
+  INFO(e.job << " starts at T0+" << absl::FormatDuration(wait));
+  CHECK(wait >= at);
+  CHECK(wait <= at + absl::Seconds(30));
+}
+
 const extender::JobEta& EtaOfJob(const extender::Forecast& f, const std::string& job) {
   const extender::JobEta* e = f.ForJob(job);
   INFO(job);
@@ -93,12 +102,8 @@ TEST_CASE("eta: a gang waits for the two jobs that hold its nodes, and starts wh
   REQUIRE(f->jobs.size() == 1);
   const extender::JobEta& z = EtaOfJob(*f, "team-c/z");
   CHECK(z.gang);
-  REQUIRE(z.start.has_value());
   // Hand-computed: y's end at T0+40m frees n2; kube-scheduler's retry follows within its backoff.
-  const absl::Duration wait = *z.start - kT0;
-  INFO(absl::FormatDuration(wait));
-  CHECK(wait >= absl::Minutes(40));
-  CHECK(wait <= absl::Minutes(40) + absl::Seconds(30));
+  CheckStartsAt(z, absl::Minutes(40));
   std::vector<std::string> nodes = z.nodes;
   std::sort(nodes.begin(), nodes.end());
   CHECK(nodes == std::vector<std::string>{"n1", "n2"});
@@ -169,11 +174,7 @@ TEST_CASE("eta: a gang that started before the pass ends its run time after its 
   CHECK(f->running_jobs == 1);
   const extender::JobEta& w = EtaOfJob(*f, "team-b/w-0");
   CHECK_FALSE(w.running);
-  REQUIRE(w.start.has_value());
-  const absl::Duration wait = *w.start - kT0;
-  INFO(absl::FormatDuration(wait));
-  CHECK(wait >= absl::Minutes(20));
-  CHECK(wait <= absl::Minutes(20) + absl::Seconds(30));
+  CheckStartsAt(w, absl::Minutes(20));
   REQUIRE(w.after.size() == 1);
   CHECK(w.after[0].job == "team-a/g");
   CHECK(w.after[0].end == kT0 + absl::Minutes(20));
@@ -204,10 +205,7 @@ TEST_CASE("eta: without an annotation or a deadline, the queue's median run time
   extender::sim::EtaRunner runner(&h.service(), &h.clock(), EtaConfig());
   REQUIRE(runner.RunPass().ok());
   const extender::JobEta& w = EtaOfJob(*h.service().forecast(), "default/w");
-  REQUIRE(w.start.has_value());
-  INFO(absl::FormatDuration(*w.start - kT0));
-  CHECK(*w.start - kT0 >= absl::Minutes(15));
-  CHECK(*w.start - kT0 <= absl::Minutes(15) + absl::Seconds(30));
+  CheckStartsAt(w, absl::Minutes(15));
   REQUIRE(w.after.size() == 1);
   CHECK(w.after[0].job == "default/r");
   CHECK(w.after[0].source == policy::RunTimeSource::kQueueMedian);
