@@ -20,13 +20,27 @@ function(step what)
   endif()
 endfunction()
 
+# The build is most of this test's time; a cold one is what CI pays on every run. So:
+# - a unity build (batches of 16 sources share one parse of the heavy headers, and one copy of
+#   the templates they instantiate): about a third less compile time;
+# - ASan and UBSan at -O0, which compiles in little more than half the time of -O1 (UBSan's
+#   checks are costly to optimise) and runs the tests in about 90 s;
+# - ThreadSanitizer at -O1, where it costs no more to compile than -O0 and races run faster;
+# - line tables only (-g1), so reports name files and lines.
+# Warnings are the main build's business (and -Wsubobject-linkage only says that a unity
+# source includes other sources).
+if(SANITIZE STREQUAL "thread")
+  set(opt "-O1")
+else()
+  set(opt "-O0")
+endif()
 set(configure ${CMAKE_COMMAND} -S ${SOURCE_DIR} -B ${BINARY_DIR} -G ${GENERATOR}
     -DCMAKE_CXX_COMPILER=${CXX}
     -DBERTH_SANITIZE=${SANITIZE}
-    # -O1 and line tables only: the build is most of this test's time, and reports still name
-    # files and lines. Warnings are the main build's business.
     -DCMAKE_BUILD_TYPE=RelWithDebInfo
-    "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -g1 -DNDEBUG"
+    "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=${opt} -g1 -DNDEBUG -Wno-subobject-linkage"
+    -DCMAKE_UNITY_BUILD=ON
+    -DCMAKE_UNITY_BUILD_BATCH_SIZE=16
     -DBERTH_WERROR=OFF)
 if(LAUNCHER)
   list(APPEND configure -DCMAKE_CXX_COMPILER_LAUNCHER=${LAUNCHER})

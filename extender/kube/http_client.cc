@@ -49,7 +49,8 @@ int PollMs(absl::Time deadline) {
   return static_cast<int>(std::min<int64_t>(ms, 1 << 30));
 }
 
-std::string_view Trim(std::string_view s) {
+// A header value without its optional whitespace (RFC 9110), and a status line without its CR.
+std::string_view TrimOws(std::string_view s) {
   while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
   while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r')) s.remove_suffix(1);
   return s;
@@ -62,7 +63,7 @@ bool EqualsIgnoreCase(std::string_view a, std::string_view b) {
 bool HasToken(std::string_view list, std::string_view token) {
   while (!list.empty()) {
     const size_t comma = list.find(',');
-    if (EqualsIgnoreCase(Trim(list.substr(0, comma)), token)) return true;
+    if (EqualsIgnoreCase(TrimOws(list.substr(0, comma)), token)) return true;
     if (comma == std::string_view::npos) break;
     list.remove_prefix(comma + 1);
   }
@@ -83,7 +84,7 @@ std::optional<uint64_t> Digits(std::string_view v, size_t max_digits) {
 absl::StatusOr<ApiResponseHead> ParseHead(std::string_view text) {
   ApiResponseHead head;
   const size_t eol = text.find('\n');
-  const std::string_view status_line = Trim(text.substr(0, eol));
+  const std::string_view status_line = TrimOws(text.substr(0, eol));
   // "HTTP/1.1 200 OK"
   if (status_line.size() < 12 || status_line.substr(0, 7) != "HTTP/1." || status_line[8] != ' ') {
     return absl::DataLossError(StrCat("not an HTTP/1.x status line: \"", status_line.substr(0, 64), "\""));
@@ -103,7 +104,7 @@ absl::StatusOr<ApiResponseHead> ParseHead(std::string_view text) {
     const size_t colon = line.find(':');
     if (colon == std::string_view::npos) continue;
     const std::string_view name = line.substr(0, colon);
-    const std::string_view value = Trim(line.substr(colon + 1));
+    const std::string_view value = TrimOws(line.substr(colon + 1));
     if (EqualsIgnoreCase(name, "Content-Length")) {
       const std::optional<uint64_t> n = Digits(value, 18);
       if (!n || (head.content_length && *head.content_length != *n)) {

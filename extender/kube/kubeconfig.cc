@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
 #include "core/strings.h"
 #include "extender/yaml_names.h"
@@ -61,14 +62,6 @@ absl::StatusOr<std::string> ReadSmallFile(const std::string& file) {
       return fail(StrCat("larger than ", kMaxFileBytes >> 20, " MiB"));
   }
   return out;
-}
-
-std::string_view Trim(std::string_view s) {
-  constexpr std::string_view kSpace = " \t\r\n\v\f";
-  const size_t b = s.find_first_not_of(kSpace);
-  if (b == std::string_view::npos) return {};
-  const size_t e = s.find_last_not_of(kSpace);
-  return s.substr(b, e - b + 1);
 }
 
 bool LooksLikePem(std::string_view s) { return s.find("-----BEGIN") != std::string_view::npos; }
@@ -378,7 +371,7 @@ class KubeconfigReader {
       // start-up rather than at the first request.
       auto content = ReadReferenced(field, *token_file);
       if (!content.ok()) return content.status();
-      if (Trim(*content).empty()) {
+      if (absl::StripAsciiWhitespace(*content).empty()) {
         return Error(field, StrCat("token file ", Resolve(*token_file), " is empty"));
       }
       out->token_file = Resolve(*token_file);
@@ -651,7 +644,9 @@ absl::StatusOr<ClientConfig> InClusterConfig(const InClusterEnv& env) {
   // Read now only to fail early; the client re-reads it as the kubelet rotates it.
   auto token = ReadSmallFile(token_file);
   if (!token.ok()) return fail(ToStd(token.status().message()));
-  if (Trim(*token).empty()) return fail(StrCat("token file ", token_file, " is empty"));
+  if (absl::StripAsciiWhitespace(*token).empty()) {
+    return fail(StrCat("token file ", token_file, " is empty"));
+  }
   out.token_file = token_file;
 
   const std::string ca_file = (dir / "ca.crt").string();
@@ -666,7 +661,7 @@ absl::StatusOr<ClientConfig> InClusterConfig(const InClusterEnv& env) {
   if (std::filesystem::exists(ns_file, ec)) {
     auto ns = ReadSmallFile(ns_file);
     if (!ns.ok()) return fail(ToStd(ns.status().message()));
-    out.default_namespace = std::string(Trim(*ns));
+    out.default_namespace = std::string(absl::StripAsciiWhitespace(*ns));
   }
   out.source = source;
   return out;

@@ -404,7 +404,7 @@ std::string PlotCommand(const std::vector<std::string>& lines) {
   return absl::StrCat("plot ", absl::StrJoin(lines, ", \\\n  "), "\n");
 }
 
-struct World {
+struct PlottedWorld {
   const RunMetrics* m;
   const char* label;
   const char* colour;
@@ -412,13 +412,14 @@ struct World {
 
 // The two worlds, in the order of their blocks in every .dat file: berth (index 0, blue), then
 // the baseline (index 1, orange).
-std::array<World, 2> Worlds(const SimResult& r) {
-  return {World{&r.berth, "berth", kBerthColour},
-          World{&r.baseline, "baseline", kBaselineColour}};
+std::array<PlottedWorld, 2> Worlds(const SimResult& r) {
+  return {PlottedWorld{&r.berth, "berth", kBerthColour},
+          PlottedWorld{&r.baseline, "baseline", kBaselineColour}};
 }
 
 // A world's line from column `col` of its block, in its colour, for each world in `drawn`.
-std::vector<std::string> WorldLines(const std::string& file, const std::array<World, 2>& worlds,
+std::vector<std::string> WorldLines(const std::string& file,
+                                    const std::array<PlottedWorld, 2>& worlds,
                                     const std::vector<int>& drawn, int col,
                                     const char* style = "lines") {
   std::vector<std::string> lines;
@@ -445,7 +446,7 @@ const std::vector<double>* Series(const SeriesMap& series, const std::string& ke
 // "<world>: <header>". `columns` returns whether they hold anything to draw; its columns may
 // point into storage it reuses, since each block is written before the next world is asked.
 // Returns the worlds that have samples and something to draw.
-std::vector<int> WorldBlocks(Plot& p, const std::array<World, 2>& worlds, double scale,
+std::vector<int> WorldBlocks(Plot& p, const std::array<PlottedWorld, 2>& worlds, double scale,
                              const std::string& header,
                              const std::function<bool(const RunMetrics&, Columns&)>& columns) {
   std::vector<int> drawn;
@@ -460,11 +461,11 @@ std::vector<int> WorldBlocks(Plot& p, const std::array<World, 2>& worlds, double
 }
 
 // A score per key of the `series` of both worlds: `fold` takes in each value, from 0.
-std::map<std::string, double> Scores(const std::array<World, 2>& worlds,
+std::map<std::string, double> Scores(const std::array<PlottedWorld, 2>& worlds,
                                      std::initializer_list<SeriesMap RunMetrics::*> series,
                                      double (*fold)(double score, double value)) {
   std::map<std::string, double> scores;
-  for (const World& w : worlds) {
+  for (const PlottedWorld& w : worlds) {
     for (SeriesMap RunMetrics::*s : series) {
       for (const auto& [key, v] : w.m->*s) {
         double& score = scores[key];
@@ -527,7 +528,7 @@ Plot UtilisationPlot(const SimResult& r) {
   const auto worlds = Worlds(r);
   std::vector<std::string> resources;
   for (const char* res : {"cpu", "memory", kGpu}) {
-    for (const World& w : worlds) {
+    for (const PlottedWorld& w : worlds) {
       const auto* series = Series(w.m->utilisation, res);
       if (series != nullptr && !series->empty()) {
         resources.push_back(res);
@@ -1028,7 +1029,7 @@ std::string IndexHtml(const SimResult& r, const std::vector<Plot>& plots,
   }
 
   absl::StrAppend(&h, "<h2>Evictions</h2>\n");
-  for (const World& w : Worlds(r)) {
+  for (const PlottedWorld& w : Worlds(r)) {
     std::vector<std::vector<std::string>> er;
     for (const auto& e : w.m->evictions) {
       er.push_back({e.cause, absl::StrCat(e.pods), absl::StrFormat("%.1f", e.gpu_hours_lost),
@@ -1043,7 +1044,7 @@ std::string IndexHtml(const SimResult& r, const std::vector<Plot>& plots,
   }
 
   absl::StrAppend(&h, "<h2>Invariants</h2>\n");
-  for (const World& w : Worlds(r)) {
+  for (const PlottedWorld& w : Worlds(r)) {
     absl::StrAppend(&h, "<h3>", w.label, "</h3>\n");
     if (w.m->invariants.empty()) {
       h += "<p>No invariant was checked.</p>\n";
@@ -1065,7 +1066,7 @@ std::string IndexHtml(const SimResult& r, const std::vector<Plot>& plots,
   }
 
   absl::StrAppend(&h, "<h2>Partial gangs stuck</h2>\n");
-  for (const World& w : Worlds(r)) {
+  for (const PlottedWorld& w : Worlds(r)) {
     absl::StrAppend(&h, "<p>", w.label, ": ", w.m->partial_gangs_stuck, "</p>\n");
     if (!w.m->partial_gang_examples.empty()) {
       absl::StrAppend(&h, "<pre>", Html(absl::StrJoin(w.m->partial_gang_examples, "\n")),
@@ -1075,7 +1076,7 @@ std::string IndexHtml(const SimResult& r, const std::vector<Plot>& plots,
 
   absl::StrAppend(&h, "<h2>Cost</h2>\n");
   std::vector<std::vector<std::string>> cost;
-  for (const World& w : Worlds(r)) {
+  for (const PlottedWorld& w : Worlds(r)) {
     std::vector<std::string> verbs;
     for (const auto& [verb, calls] : w.m->verb_calls) {
       auto it = w.m->verb_seconds.find(verb);

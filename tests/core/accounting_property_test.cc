@@ -21,14 +21,16 @@
 #include "core/objects.h"
 #include "core/resources.h"
 #include "core/strings.h"
+#include "tests/testing/core_builders.h"
 
 namespace berth::core {
 namespace {
 
+using testing::kGi;
+using testing::kInt64Max;
+
 __extension__ typedef __int128 Int128;
 
-constexpr int64_t kMax = INT64_MAX;
-constexpr int64_t kGi = int64_t{1} << 30;
 constexpr int64_t kEi = int64_t{1} << 60;
 constexpr ResourceId kResources[] = {kCpu, kMemory, kNvidiaGpu, kPods};
 
@@ -53,9 +55,9 @@ class Property {
   // Amounts near the edges of the range as often as ordinary ones.
   int64_t Amount() {
     static constexpr int64_t kEdges[] = {0,       1,           1000,         kGi,
-                                         kEi,     7 * kEi,     kMax / 3,     kMax / 2,
-                                         kMax / 2 + 1, kMax - 1, kMax};
-    if (Pick(3) == 0) return std::uniform_int_distribution<int64_t>(0, kMax)(rng_);
+                                         kEi,     7 * kEi,     kInt64Max / 3,     kInt64Max / 2,
+                                         kInt64Max / 2 + 1, kInt64Max - 1, kInt64Max};
+    if (Pick(3) == 0) return std::uniform_int_distribution<int64_t>(0, kInt64Max)(rng_);
     return kEdges[Pick(std::size(kEdges))];
   }
   size_t Pick(size_t n) { return std::uniform_int_distribution<size_t>(0, n - 1)(rng_); }
@@ -119,7 +121,7 @@ std::string CheckNodes(const ClusterModel& model, const std::vector<std::string>
       if (Int128{requested} != want_requested || Int128{assumed} != want_assumed) {
         return StrCat("node ", name, ": totals of resource ", id, " are not the exact sums");
       }
-      if (Int128{requested} + assumed + n->reserved.Get(id) > kMax) {
+      if (Int128{requested} + assumed + n->reserved.Get(id) > kInt64Max) {
         return StrCat("node ", name, ": total past INT64_MAX");
       }
     }
@@ -144,7 +146,7 @@ TEST_CASE("Accounting property: random pod events always leave exact totals and 
     // Three present nodes (one as large as the range allows) and a name no Node has: pods
     // bound to it are counted on a slot of their own.
     const std::vector<std::string> node_names = {"n0", "n1", "n2"};
-    const std::vector<Node> nodes = {MakeNode("n0", kMax, kMax, kMax),
+    const std::vector<Node> nodes = {MakeNode("n0", kInt64Max, kInt64Max, kInt64Max),
                                      MakeNode("n1", 64'000, 7 * kEi, 8),
                                      MakeNode("n2", gen.Amount(), gen.Amount(), gen.Amount())};
     for (const Node& n : nodes) REQUIRE(model.Apply(NodeUpsert{n}).refused.empty());
@@ -188,7 +190,7 @@ TEST_CASE("Accounting property: random pod events always leave exact totals and 
         if (want.counted()) {
           for (ResourceId id : kResources) {
             if (ExpectedTotal(pods, binds, node, id, uid, drops_bind) + want.request.Get(id) >
-                kMax) {
+                kInt64Max) {
               fits = false;
             }
           }
@@ -232,7 +234,8 @@ TEST_CASE("Accounting property: random pod events always leave exact totals and 
         const std::string node = node_names[gen.Pick(node_names.size())];
         bool fits = true;
         for (ResourceId id : kResources) {
-          if (ExpectedTotal(pods, binds, node, id, "", false) + pods[uid].request.Get(id) > kMax) {
+          const Int128 total = ExpectedTotal(pods, binds, node, id, "", false);
+          if (total + pods[uid].request.Get(id) > kInt64Max) {
             fits = false;
           }
         }
@@ -352,17 +355,17 @@ TEST_CASE("Accounting: reservations that would overflow a node are refused whole
           "[accounting]") {
   FakeClock clock;
   ClusterModel model(&clock);
-  REQUIRE(model.Apply(NodeUpsert{MakeNode("n", kMax, kMax, 8)}).refused.empty());
+  REQUIRE(model.Apply(NodeUpsert{MakeNode("n", kInt64Max, kInt64Max, 8)}).refused.empty());
   for (const char* uid : {"a", "b"}) {
     Pod p;
     p.uid = uid;
     p.ns = "default";
     p.name = uid;
-    p.request.Set(kMemory, kMax / 2 + 1);
+    p.request.Set(kMemory, kInt64Max / 2 + 1);
     REQUIRE(model.Apply(PodUpsert{p}).refused.empty());
   }
   Reservation r;
-  r.request.Set(kMemory, kMax / 2 + 1);
+  r.request.Set(kMemory, kInt64Max / 2 + 1);
   r.expires = clock.Now() + absl::Minutes(1);
   std::vector<ReservationRequest> both = {{"a", "n", r}, {"b", "n", r}};
   const absl::Status s = model.ReserveAll(both);
@@ -378,7 +381,7 @@ TEST_CASE("Accounting: reservations that would overflow a node are refused whole
   CHECK(model.Reserve("b", "n", r).code() == absl::StatusCode::kOutOfRange);
   CHECK(model.Reserve("a", "n", r).ok());  // replaces its own: still fits
   auto view = model.Read();
-  CHECK(view->FindNode("n")->reserved.Get(kMemory) == kMax / 2 + 1);
+  CHECK(view->FindNode("n")->reserved.Get(kMemory) == kInt64Max / 2 + 1);
 }
 
 }  // namespace

@@ -14,17 +14,13 @@
 #include "core/objects.h"
 #include "core/resources.h"
 #include "core/strings.h"
+#include "tests/testing/core_builders.h"
 
 namespace berth::core {
 namespace {
 
-constexpr int64_t kGi = int64_t{1} << 30;
-
-ResourceVector Vec(std::initializer_list<std::pair<ResourceId, int64_t>> entries) {
-  ResourceVector v;
-  for (const auto& [id, amount] : entries) v.Set(id, amount);
-  return v;
-}
+using testing::kGi;
+using testing::Vec;
 
 Node MakeNode(std::string name, int64_t cpu_milli, int64_t memory, int64_t gpus = 0) {
   Node n;

@@ -8,19 +8,15 @@
 
 #include "absl/status/statusor.h"
 #include "core/resources.h"
+#include "tests/testing/core_builders.h"
 
 namespace berth::core {
 namespace {
 
-constexpr int64_t kMi = int64_t{1} << 20;
-constexpr int64_t kGi = int64_t{1} << 30;
+using testing::kGi;
+using testing::Vec;
 
-// A vector from (resource, amount) pairs.
-ResourceVector Vec(std::initializer_list<std::pair<ResourceId, int64_t>> entries) {
-  ResourceVector v;
-  for (const auto& [id, amount] : entries) v.Set(id, amount);
-  return v;
-}
+constexpr int64_t kMi = int64_t{1} << 20;
 
 ContainerRequest Init(ResourceVector r) { return ContainerRequest{.requests = std::move(r)}; }
 ContainerRequest Sidecar(ResourceVector r) {

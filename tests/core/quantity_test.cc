@@ -8,12 +8,16 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "tests/testing/text.h"
+#include "tests/testing/core_builders.h"
 
 namespace berth::core {
 namespace {
 
-constexpr int64_t kInt64Max = std::numeric_limits<int64_t>::max();
-constexpr int64_t kInt64Min = std::numeric_limits<int64_t>::min();
+using testing::kInt64Max;
+using testing::kInt64Min;
+
+using berth::testing::Contains;
 
 // Parses `text` and fails the test if it is not accepted.
 Quantity MustParse(std::string_view text) {
@@ -30,10 +34,6 @@ std::string MustFail(std::string_view text) {
   REQUIRE_FALSE(q.ok());
   CHECK(q.status().code() == absl::StatusCode::kInvalidArgument);
   return std::string(q.status().message());
-}
-
-bool Contains(const std::string& haystack, const std::string& needle) {
-  return haystack.find(needle) != std::string::npos;
 }
 
 struct ValueCase {

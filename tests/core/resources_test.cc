@@ -12,13 +12,14 @@
 #include "core/checked_math.h"
 #include "core/quantity.h"
 #include "core/strings.h"
+#include "tests/testing/core_builders.h"
 
 namespace berth::core {
 namespace {
 
-constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
-constexpr int64_t kMin = std::numeric_limits<int64_t>::min();
-constexpr int64_t kGi = int64_t{1} << 30;
+using testing::kGi;
+using testing::kInt64Max;
+using testing::kInt64Min;
 
 ResourceId MustIntern(ResourceNames& names, std::string_view name) {
   absl::StatusOr<ResourceId> id = names.Intern(name);
@@ -386,8 +387,8 @@ TEST_CASE("ResourceVector: Add, Sub and MaxWith work per resource", "[resources]
 
 TEST_CASE("ResourceVector arithmetic saturates at the int64 range", "[resources]") {
   ResourceVector big;
-  big.Set(kCpu, kMax);
-  big.Set(kMemory, kMin);
+  big.Set(kCpu, kInt64Max);
+  big.Set(kMemory, kInt64Min);
   ResourceVector one;
   one.Set(kCpu, 1);
   one.Set(kMemory, 1);
@@ -395,32 +396,32 @@ TEST_CASE("ResourceVector arithmetic saturates at the int64 range", "[resources]
   SECTION("Add past the top stays at the top") {
     ResourceVector v = big;
     v.Add(one);
-    CHECK(v.Get(kCpu) == kMax);
-    CHECK(v.Get(kMemory) == kMin + 1);
+    CHECK(v.Get(kCpu) == kInt64Max);
+    CHECK(v.Get(kMemory) == kInt64Min + 1);
     v.Add(big);
-    CHECK(v.Get(kCpu) == kMax);
-    CHECK(v.Get(kMemory) == kMin);  // (kMin + 1) + kMin saturates low
+    CHECK(v.Get(kCpu) == kInt64Max);
+    CHECK(v.Get(kMemory) == kInt64Min);  // (kInt64Min + 1) + kInt64Min saturates low
   }
   SECTION("Sub past the bottom stays at the bottom") {
     ResourceVector v = big;
     v.Sub(one);
-    CHECK(v.Get(kCpu) == kMax - 1);
-    CHECK(v.Get(kMemory) == kMin);
+    CHECK(v.Get(kCpu) == kInt64Max - 1);
+    CHECK(v.Get(kMemory) == kInt64Min);
   }
   SECTION("0 - INT64_MIN saturates to INT64_MAX") {
     ResourceVector zero;
     ResourceVector min;
-    min.Set(kCpu, kMin);
+    min.Set(kCpu, kInt64Min);
     zero.Sub(min);
-    CHECK(zero.Get(kCpu) == kMax);
+    CHECK(zero.Get(kCpu) == kInt64Max);
   }
   SECTION("an unbounded amount minus a usage stays huge instead of wrapping") {
     ResourceVector free;
-    free.Set(kNvidiaGpu, kMax);
+    free.Set(kNvidiaGpu, kInt64Max);
     ResourceVector used;
     used.Set(kNvidiaGpu, -3);  // a negative entry must not wrap the sum to negative
     free.Sub(used);
-    CHECK(free.Get(kNvidiaGpu) == kMax);
+    CHECK(free.Get(kNvidiaGpu) == kInt64Max);
     CHECK_FALSE(free.AnyNegative());
   }
 }
@@ -488,22 +489,22 @@ TEST_CASE("Checked arithmetic reports overflow", "[checked_math]") {
   int64_t out = 0;
   CHECK(CheckedAdd(2, 3, &out));
   CHECK(out == 5);
-  CHECK(CheckedAdd(kMax - 1, 1, &out));
-  CHECK(out == kMax);
-  CHECK_FALSE(CheckedAdd(kMax, 1, &out));
-  CHECK_FALSE(CheckedAdd(kMin, -1, &out));
+  CHECK(CheckedAdd(kInt64Max - 1, 1, &out));
+  CHECK(out == kInt64Max);
+  CHECK_FALSE(CheckedAdd(kInt64Max, 1, &out));
+  CHECK_FALSE(CheckedAdd(kInt64Min, -1, &out));
 
   CHECK(CheckedSub(3, 5, &out));
   CHECK(out == -2);
-  CHECK_FALSE(CheckedSub(kMin, 1, &out));
-  CHECK_FALSE(CheckedSub(0, kMin, &out));
-  CHECK(CheckedSub(-1, kMin, &out));
-  CHECK(out == kMax);
+  CHECK_FALSE(CheckedSub(kInt64Min, 1, &out));
+  CHECK_FALSE(CheckedSub(0, kInt64Min, &out));
+  CHECK(CheckedSub(-1, kInt64Min, &out));
+  CHECK(out == kInt64Max);
 
   CHECK(CheckedMul(-4, 5, &out));
   CHECK(out == -20);
-  CHECK_FALSE(CheckedMul(kMax, 2, &out));
-  CHECK_FALSE(CheckedMul(kMin, -1, &out));
+  CHECK_FALSE(CheckedMul(kInt64Max, 2, &out));
+  CHECK_FALSE(CheckedMul(kInt64Min, -1, &out));
   CHECK(CheckedMul(int64_t{1} << 31, int64_t{1} << 31, &out));
   CHECK(out == int64_t{1} << 62);
   CHECK_FALSE(CheckedMul(int64_t{1} << 32, int64_t{1} << 31, &out));
@@ -511,24 +512,24 @@ TEST_CASE("Checked arithmetic reports overflow", "[checked_math]") {
 
 TEST_CASE("Saturating arithmetic clamps to the int64 range", "[checked_math]") {
   CHECK(SaturatingAdd(2, 3) == 5);
-  CHECK(SaturatingAdd(kMax, 1) == kMax);
-  CHECK(SaturatingAdd(kMax, kMax) == kMax);
-  CHECK(SaturatingAdd(kMin, -1) == kMin);
-  CHECK(SaturatingAdd(kMin, kMax) == -1);
+  CHECK(SaturatingAdd(kInt64Max, 1) == kInt64Max);
+  CHECK(SaturatingAdd(kInt64Max, kInt64Max) == kInt64Max);
+  CHECK(SaturatingAdd(kInt64Min, -1) == kInt64Min);
+  CHECK(SaturatingAdd(kInt64Min, kInt64Max) == -1);
 
   CHECK(SaturatingSub(2, 3) == -1);
-  CHECK(SaturatingSub(kMin, 1) == kMin);
-  CHECK(SaturatingSub(kMax, -1) == kMax);
-  CHECK(SaturatingSub(0, kMin) == kMax);
-  CHECK(SaturatingSub(-1, kMin) == kMax);
+  CHECK(SaturatingSub(kInt64Min, 1) == kInt64Min);
+  CHECK(SaturatingSub(kInt64Max, -1) == kInt64Max);
+  CHECK(SaturatingSub(0, kInt64Min) == kInt64Max);
+  CHECK(SaturatingSub(-1, kInt64Min) == kInt64Max);
 
   CHECK(SaturatingMul(6, 7) == 42);
-  CHECK(SaturatingMul(kMax, 2) == kMax);
-  CHECK(SaturatingMul(kMax, -2) == kMin);
-  CHECK(SaturatingMul(-2, kMax) == kMin);
-  CHECK(SaturatingMul(kMin, -1) == kMax);
-  CHECK(SaturatingMul(kMin, kMin) == kMax);
-  CHECK(SaturatingMul(kMin, 0) == 0);
+  CHECK(SaturatingMul(kInt64Max, 2) == kInt64Max);
+  CHECK(SaturatingMul(kInt64Max, -2) == kInt64Min);
+  CHECK(SaturatingMul(-2, kInt64Max) == kInt64Min);
+  CHECK(SaturatingMul(kInt64Min, -1) == kInt64Max);
+  CHECK(SaturatingMul(kInt64Min, kInt64Min) == kInt64Max);
+  CHECK(SaturatingMul(kInt64Min, 0) == 0);
 }
 
 }  // namespace

@@ -13,20 +13,13 @@
 #include "nlohmann/json.hpp"
 #include "tests/testing/builders.h"
 #include "tests/testing/harness.h"
+#include "tests/testing/text.h"
+#include "tests/testing/verbs.h"
 
 namespace berth::testing {
 namespace {
 
 constexpr int64_t kEi = int64_t{1} << 60;
-
-bool Contains(std::string_view haystack, std::string_view needle) {
-  return haystack.find(needle) != std::string_view::npos;
-}
-
-uint64_t Generation(Harness& h) {
-  auto view = h.model().Read();
-  return view->generation();
-}
 
 TEST_CASE("Accounting: two 7Ei pods on one node: the second is refused and removal is exact",
           "[accounting]") {

@@ -7,13 +7,12 @@
 #include "absl/time/time.h"
 #include "core/strings.h"
 #include "extender/config.h"
+#include "tests/testing/text.h"
 
 namespace berth::extender {
 namespace {
 
-bool Contains(const std::string& haystack, const std::string& needle) {
-  return haystack.find(needle) != std::string::npos;
-}
+using berth::testing::Contains;
 
 absl::StatusOr<Config> ParsePools(const std::string& section) {
   return ParseConfig(StrCat(R"({"pools": )", section, "}"), "c.json");

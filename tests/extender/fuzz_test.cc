@@ -15,10 +15,10 @@
 #include "tests/testing/builders.h"
 #include "tests/testing/files.h"
 #include "tests/testing/harness.h"
+#include "tests/testing/verbs.h"
 
 namespace berth::testing {
 namespace {
-
 
 // One random edit of a JSON text: flip a byte, delete or duplicate a span, truncate, or splice
 // in a token that changes a value's type or adds nesting.
@@ -55,8 +55,6 @@ std::string Mutate(std::string s, std::mt19937_64& rng) {
 }
 
 std::string Snapshot(Harness& h) { return h.service().DebugSnapshot(false).body; }
-
-uint64_t Generation(Harness& h) { return h.model().Read()->generation(); }
 
 // The model before a request: its generation (every write bumps it) and, every 25th request,
 // the whole snapshot as a second, independent check.

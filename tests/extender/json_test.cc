@@ -12,13 +12,12 @@
 #include "absl/status/status.h"
 #include "core/strings.h"
 #include "nlohmann/json.hpp"
+#include "tests/testing/text.h"
 
 namespace berth::extender {
 namespace {
 
-bool Contains(std::string_view haystack, std::string_view needle) {
-  return haystack.find(needle) != std::string_view::npos;
-}
+using berth::testing::Contains;
 
 std::string Quoted(std::string_view s) {
   std::string out;

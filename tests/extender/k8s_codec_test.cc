@@ -22,9 +22,12 @@
 #include "nlohmann/json.hpp"
 #include "tests/testing/builders.h"
 #include "tests/testing/files.h"
+#include "tests/testing/text.h"
 
 namespace berth::extender {
 namespace {
+
+using berth::testing::Contains;
 
 using berth::testing::Json;
 using berth::testing::MakeNode;
@@ -39,10 +42,6 @@ using core::kPods;
 constexpr int64_t kKi = 1024;
 constexpr int64_t kMi = 1024 * kKi;
 constexpr int64_t kGi = 1024 * kMi;
-
-bool Contains(std::string_view haystack, std::string_view needle) {
-  return haystack.find(needle) != std::string_view::npos;
-}
 
 
 // Decodes `text` as a pod found at top-level key "Pod" (so paths read "Pod.spec...").

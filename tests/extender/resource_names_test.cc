@@ -13,20 +13,13 @@
 #include "nlohmann/json.hpp"
 #include "tests/testing/builders.h"
 #include "tests/testing/harness.h"
+#include "tests/testing/text.h"
+#include "tests/testing/verbs.h"
 
 namespace berth::testing {
 namespace {
 
 size_t NameCount(Harness& h) { return h.model().resources().size(); }
-
-bool Contains(std::string_view haystack, std::string_view needle) {
-  return haystack.find(needle) != std::string_view::npos;
-}
-
-uint64_t Generation(Harness& h) {
-  auto view = h.model().Read();
-  return view->generation();
-}
 
 // The value of an unlabelled sample in GET /metrics, or -1 when absent.
 double MetricValue(Harness& h, std::string_view name) {

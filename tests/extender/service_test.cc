@@ -26,16 +26,14 @@
 #include "policy/registry.h"
 #include "tests/testing/builders.h"
 #include "tests/testing/harness.h"
+#include "tests/testing/text.h"
+#include "tests/testing/verbs.h"
 
 namespace berth::testing {
 namespace {
 
 using extender::Reply;
 using extender::Service;
-
-bool Contains(std::string_view haystack, std::string_view needle) {
-  return haystack.find(needle) != std::string_view::npos;
-}
 
 std::set<std::string> Keys(const Json& obj) {
   std::set<std::string> keys;
@@ -152,12 +150,6 @@ class KubeBerth {
   FakeBinder binder;
   std::unique_ptr<Service> service;
 };
-
-std::string BindError(Harness& h, const MakePod& pod, const std::string& node) {
-  const Json r = h.Bind(BindArgs(pod, node));
-  REQUIRE(r["Error"].is_string());
-  return r["Error"];
-}
 
 // ---- verdicts --------------------------------------------------------------------------------
 

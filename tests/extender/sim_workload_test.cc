@@ -22,13 +22,12 @@
 #include "extender/sim/generate.h"
 #include "extender/sim/workload.h"
 #include "tests/testing/files.h"
+#include "tests/testing/text.h"
 
 namespace berth::extender::sim {
 namespace {
 
-bool Contains(const std::string& haystack, const std::string& needle) {
-  return haystack.find(needle) != std::string::npos;
-}
+using berth::testing::Contains;
 
 constexpr char kExample[] = R"(kind: Workload
 name: example

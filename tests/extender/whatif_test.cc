@@ -8,8 +8,6 @@
 #include "catch2/catch.hpp"
 #include "core/strings.h"
 #include "extender/http_server.h"
-#include "extender/json.h"
-#include "extender/k8s_codec.h"
 #include "tests/testing/builders.h"
 #include "tests/testing/harness.h"
 #include "tests/testing/verbs.h"
@@ -61,17 +59,6 @@ std::vector<std::string> Names(const Json& a) {
   std::vector<std::string> out;
   for (const Json& s : a) out.push_back(s.get<std::string>());
   return out;
-}
-
-// Watch events straight into the model, as the Kubernetes watches feed it (POST /v1/events is
-// refused in Kubernetes mode).
-void ApplyToModel(Harness& h, const Json& events) {
-  const std::string text = events.dump();
-  absl::StatusOr<extender::JsonDocument> doc = extender::JsonDocument::Parse(text);
-  REQUIRE(doc.ok());
-  absl::StatusOr<std::vector<core::ModelEvent>> decoded = extender::DecodeWatchEvents(doc->root(), h.model().resources());
-  REQUIRE(decoded.ok());
-  REQUIRE(h.model().Apply(*decoded).refused.empty());
 }
 
 TEST_CASE("what-if: a pod that fits gets the nodes the next filter and prioritize give it", "[whatif]") {

@@ -4,6 +4,8 @@
 // straight into ClusterModel::Apply instead of through JSON.
 
 #include <cstdint>
+#include <initializer_list>
+#include <limits>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -15,6 +17,16 @@
 namespace berth::testing {
 
 inline constexpr int64_t kGi = int64_t{1} << 30;
+inline constexpr int64_t kInt64Max = std::numeric_limits<int64_t>::max();
+inline constexpr int64_t kInt64Min = std::numeric_limits<int64_t>::min();
+
+/// A vector of (resource, amount) pairs.
+inline core::ResourceVector Vec(
+    std::initializer_list<std::pair<core::ResourceId, int64_t>> entries) {
+  core::ResourceVector v;
+  for (const auto& [id, amount] : entries) v.Set(id, amount);
+  return v;
+}
 
 /// A node with cpu (millicores), memory (bytes), GPUs and pod slots; capacity = allocatable.
 inline core::Node CoreNode(std::string name, int64_t cpu_milli, int64_t memory, int64_t gpus = 0,

@@ -2,8 +2,11 @@
 
 #include <sstream>
 
+#include "absl/status/statusor.h"
 #include "catch2/catch.hpp"
 #include "core/strings.h"
+#include "extender/json.h"
+#include "extender/k8s_codec.h"
 
 namespace berth::testing {
 
@@ -84,8 +87,16 @@ void BindOk(Harness& h, const MakePod& pod, const std::string& node) {
   CHECK(error.empty());
 }
 
-bool Contains(const std::string& haystack, const std::string& needle) {
-  return haystack.find(needle) != std::string::npos;
+uint64_t Generation(Harness& h) { return h.model().Read()->generation(); }
+
+void ApplyToModel(Harness& h, const Json& events) {
+  const std::string text = events.dump();
+  absl::StatusOr<extender::JsonDocument> doc = extender::JsonDocument::Parse(text);
+  REQUIRE(doc.ok());
+  absl::StatusOr<std::vector<core::ModelEvent>> decoded =
+      extender::DecodeWatchEvents(doc->root(), h.model().resources());
+  REQUIRE(decoded.ok());
+  REQUIRE(h.model().Apply(*decoded).refused.empty());
 }
 
 void AddObjects(Harness& h, const std::vector<Json>& objects) {

@@ -2,6 +2,7 @@
 
 // Verb calls as kube-scheduler makes them, with their answers decoded for assertions.
 
+#include <cstdint>
 #include <map>
 #include <set>
 #include <string>
@@ -9,6 +10,7 @@
 
 #include "tests/testing/builders.h"
 #include "tests/testing/harness.h"
+#include "tests/testing/text.h"
 
 namespace berth::testing {
 
@@ -70,10 +72,15 @@ std::string HeldCpu(Harness& h, const std::string& node);
 /// when the series is absent.
 double Metric(Harness& h, const std::string& series);
 
-bool Contains(const std::string& haystack, const std::string& needle);
+/// The model's generation: it moves with every change the model accepts.
+uint64_t Generation(Harness& h);
 
 /// POSTs an ADDED event for every object, in one request.
 void AddObjects(Harness& h, const std::vector<Json>& objects);
+
+/// Watch events straight into the model, as the Kubernetes watches feed it (POST /v1/events is
+/// refused in Kubernetes mode). REQUIREs that every event decodes and that the model takes it.
+void ApplyToModel(Harness& h, const Json& events);
 
 // ---- side effects ----------------------------------------------------------------------------
 

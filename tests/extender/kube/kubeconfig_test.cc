@@ -18,6 +18,7 @@
 #include "absl/strings/escaping.h"
 #include "core/strings.h"
 #include "tests/testing/files.h"
+#include "tests/testing/text.h"
 
 namespace berth::testing {
 namespace {
@@ -38,10 +39,6 @@ constexpr std::string_view kCertPem =
     "-----BEGIN CERTIFICATE-----\nMIIBclientCertificateForTests\n-----END CERTIFICATE-----\n";
 constexpr std::string_view kKeyPem =
     "-----BEGIN EC PRIVATE KEY-----\nMHcclientKeyForTests\n-----END EC PRIVATE KEY-----\n";
-
-bool Contains(std::string_view haystack, std::string_view needle) {
-  return haystack.find(needle) != std::string_view::npos;
-}
 
 std::string B64(std::string_view s) { return absl::Base64Escape(ToAbsl(s)); }
 
