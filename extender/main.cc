@@ -418,7 +418,9 @@ int Serve() {
       }
       if (ticks % 50 != 0) continue;
       if (!runtime || runtime->synced()) {
-        if (int n = service.Housekeeping(); n > 0) spdlog::info("started {} reclaim(s)", n);
+        if (int n = service.Housekeeping(); n > 0) {
+          spdlog::info("housekeeping: {} reclaim(s) started or gang(s) given room", n);
+        }
       }
       if (int n = model.ExpireBinds(config.bind_confirm_timeout); n > 0) {
         spdlog::warn("released {} bind(s) never confirmed within the timeout", n);

@@ -284,10 +284,10 @@ class Service {
   /// queues over their fair share whose lifetime has passed, for the job next to start.
   AdmissionTickStats AdmissionTick();
 
-  /// Housekeeping (called every few seconds): releases room held past its time, and starts
-  /// reclaims for berth's pending pods that kube-scheduler has not brought to filter (a pod no
-  /// node fits in kube-scheduler's own filters never reaches berth's filter).
-  /// \return the number of reclaims started.
+  /// Housekeeping (called every few seconds): releases room held past its time, and, in
+  /// Kubernetes mode, starts reclaims and plans gangs for berth's pending pods that
+  /// kube-scheduler has not brought to filter (a pod no node fits in kube-scheduler's own
+  /// filters never reaches berth's filter). \return the reclaims started and gangs given room.
   int Housekeeping();
 
   void SetReady(bool ready) { ready_.store(ready); }

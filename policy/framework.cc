@@ -576,11 +576,55 @@ int Framework::Housekeeping(bool reclaim_pending) {
     });
   }
   // Highest priority first, then oldest, as the pods would have been tried.
-  std::sort(pending.begin(), pending.end(), [](const core::Pod& a, const core::Pod& b) {
+  auto tried_first = [](const core::Pod& a, const core::Pod& b) {
     return a.priority != b.priority ? a.priority > b.priority : a.creation < b.creation;
-  });
+  };
+  std::sort(pending.begin(), pending.end(), tried_first);
   int started = 0;
   for (const core::Pod& p : pending) started += StartReclaim(p) == Reclaim::kHeld ? 1 : 0;
+
+  // Gangs kube-scheduler keeps from berth. A gang that starts only by taking room back (elastic
+  // members of other gangs, borrowers of its pool) fails kube-scheduler's own resource check on
+  // every node, so none of its members reaches berth's filter, where gangs are planned; it would
+  // wait until some node happened to be free when a member was tried. Housekeeping plans it as
+  // that filter would, after the same grace, by its oldest waiting member.
+  const GangPlanner* planner = pipeline_->gangs();
+  if (planner == nullptr) return started;
+  std::vector<core::Pod> leads;
+  {
+    auto view = model_->Read();
+    view->ForEachGang([&](std::string_view ns, std::string_view name) {
+      const GangView g = ViewGang(*view, ns, name, planner->config());
+      if (g.group == nullptr || g.admitted() || g.pending.empty() || g.total() < g.min_member) {
+        return;
+      }
+      const core::Pod& lead = g.pending.front()->pod;
+      const bool eligible = lead.scheduler_name == options_.scheduler_name &&
+                            now - lead.creation >= kReclaimPendingAfter && !lead.terminating &&
+                            !core::IsTerminal(lead.phase) &&
+                            view->FindBind(lead.uid.view()) == nullptr &&
+                            QueueVerdict(*view, lead).ok();
+      if (eligible) {
+        leads.push_back(lead);
+      }
+    });
+  }
+  std::sort(leads.begin(), leads.end(), tried_first);
+  for (const core::Pod& lead : leads) {
+    if (PrepareGang(lead).has_value()) continue;  // it waits, for the reason its filter gives
+    bool reserved = false;
+    {
+      auto view = model_->Read();
+      const core::Reservation* r = view->FindReservation(lead.uid.view());
+      reserved = r != nullptr && !r->gang.empty();
+    }
+    if (!reserved) continue;
+    // PrepareGang nudges every member given room but the one it plans for, which in the filter
+    // is the member being asked about. Here nobody is asking: nudge that one too, or the gang
+    // could stay partly bound past its timeout.
+    effects_->NudgeAtNextTick(std::string(lead.uid.view()), "room reserved for its gang");
+    ++started;
+  }
   return started;
 }
 

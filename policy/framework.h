@@ -116,8 +116,10 @@ class Framework {
       std::vector<std::pair<std::string, NodeVerdict>>* dropped);
 
   /// Housekeeping: releases room held past its time, reports gangs whose reservations ran out
-  /// or that stayed incomplete, and, when `reclaim_pending`, starts reclaims for berth's pending
-  /// pods kube-scheduler has not brought to filter. \return the number of reclaims started.
+  /// or that stayed incomplete, and, when `reclaim_pending`, does for berth's pending pods that
+  /// kube-scheduler has not brought to filter what their filter would: starts reclaims for plain
+  /// pods, and plans gangs (reserving their room, taking room back where needed, nudging the
+  /// members given room). \return the number of reclaims started and gangs given room.
   int Housekeeping(bool reclaim_pending);
   /// The reclaim Housekeeping starts for a pending pod that kube-scheduler's own checks keep
   /// from berth's filter, for this pod now (what-ifs ask it without waiting the few seconds

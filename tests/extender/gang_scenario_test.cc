@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_join.h"
 #include "catch2/catch.hpp"
 #include "core/strings.h"
 #include "tests/testing/builders.h"
@@ -450,6 +451,60 @@ TEST_CASE("gang: capacity is taken back from the most fulfilled gang, never belo
   CHECK(ic["reserved"] == 3);
   CHECK(ib["bound"] == 2);     // untouched
   CHECK(ia["bound"] == 1);     // gave three, kept its minimum
+}
+
+TEST_CASE("gang: in Kubernetes mode, housekeeping plans a gang that starts only by taking back "
+          "elastic room", "[gang][elastic]") {
+  Harness h(WithGangs([](policy::GangConfig& g) { g.freeze_window = absl::ZeroDuration(); }),
+            extender::Mode::kKubernetes);
+  RecordingEvictor evictor;
+  RecordingNudger nudger;
+  h.service().SetEvictor(&evictor);
+  h.service().SetNudger(&nudger);
+  // Six nodes of 8 CPUs. Gang a runs four members of 6 CPUs (fulfillment 1); gang b runs two
+  // and waits for two more (fulfillment 1/3). Both have min 1.
+  Json events = Json::array({Group("a", 1), Group("b", 1)});
+  for (int i = 0; i < 6; ++i) {
+    events.push_back(
+        Event("ADDED", MakeNode(StrCat("n-", i)).Cpu("8").Memory("32Gi").Pods(110).Obj()));
+  }
+  for (int i = 0; i < 6; ++i) {
+    const MakePod running = i < 4 ? Member("a", i) : Member("b", i - 4);
+    events.push_back(Event("ADDED", MakePod(running).Node(StrCat("n-", i)).Phase("Running").Obj()));
+  }
+  for (int i = 2; i < 4; ++i) events.push_back(Event("ADDED", Member("b", i).Obj()));
+  // Gang c: three members of 6 CPUs, created now. kube-scheduler's own check finds 2 free CPUs
+  // on every node, so its members are not brought to berth's filter. c-0 was, once, before its
+  // PodGroup existed, and was answered that it waits: kube-scheduler parked it for berth.
+  for (int i = 0; i < 3; ++i) {
+    events.push_back(Event("ADDED", Member("c", i).Created("2023-11-14T22:13:20Z").Obj()));
+  }
+  ApplyToModel(h, events);
+  const std::vector<std::string> nodes = {"n-0", "n-1", "n-2", "n-3", "n-4", "n-5"};
+  REQUIRE(FilterPod(h, Member("c", 0), nodes).fit.empty());
+  ApplyToModel(h, Json::array({Group("c", 3)}));
+
+  // Within the grace kube-scheduler is given, housekeeping leaves the gang alone.
+  CHECK(h.service().Housekeeping() == 0);
+  CHECK(GangInfo(h, "c")["reserved"] == 0);
+
+  h.clock().Advance(absl::Seconds(6));
+  CHECK(h.service().Housekeeping() == 1);
+  // As a member's filter would: room for all three at once, taken back from the most fulfilled
+  // gang (a), which keeps its minimum; b is untouched.
+  CHECK(GangInfo(h, "c")["reserved"] == 3);
+  CHECK(h.service().DrainIntents() == 3);
+  INFO("evicted: " << absl::StrJoin(evictor.evicted, ", "));
+  REQUIRE(evictor.evicted.size() == 3);
+  for (const std::string& pod : evictor.evicted) CHECK(pod.rfind("ml/a-", 0) == 0);
+  // The gang was planned by c-0, its oldest member (ties by name), and c-0 is nudged too:
+  // kube-scheduler parked it for berth's answer and would not try it again by itself. c-1 and
+  // c-2 failed kube-scheduler's own check, which it tries again when the victims are deleted.
+  CHECK(h.Tick().nudged == 1);
+  CHECK(nudger.nudged == std::vector<std::string>{"ml/c-0 (room reserved for its gang)"});
+  // Planned once: the next pass has nothing to start.
+  CHECK(h.service().Housekeeping() == 0);
+  CHECK(evictor.evicted.size() == 3);
 }
 
 // ---- preemption (seed 001) -----------------------------------------------------------------------
