@@ -50,8 +50,17 @@ bool NoneFit(const std::vector<NodeVerdict>& v) {
   return std::none_of(v.begin(), v.end(), [](const NodeVerdict& x) { return x.ok(); });
 }
 
-/// How long a pending pod waits for kube-scheduler before housekeeping reclaims for it.
+/// How long a pending pod waits for kube-scheduler before housekeeping reclaims for it (or plans
+/// its gang).
 constexpr absl::Duration kReclaimPendingAfter = absl::Seconds(5);
+
+/// Whether `pod` is one of `scheduler_name`'s and still waits for a node: not bound, no bind in
+/// flight, not leaving. What housekeeping asks of a pod before acting for it.
+bool WaitsForNode(const core::ClusterState& state, const core::Pod& pod,
+                  std::string_view scheduler_name) {
+  return pod.scheduler_name == scheduler_name && pod.node_name.empty() && !pod.terminating &&
+         !core::IsTerminal(pod.phase) && state.FindBind(pod.uid.view()) == nullptr;
+}
 
 }  // namespace
 
@@ -534,8 +543,7 @@ std::vector<NodeVictims> Framework::ReviewPreemption(
 // ---- housekeeping -------------------------------------------------------------------------------
 
 bool Framework::MayReclaimFor(const core::ClusterState& state, const core::Pod& pod, absl::Time now) {
-  return pod.scheduler_name == options_.scheduler_name && pod.node_name.empty() && !GangOf(pod).has_value() &&
-         !pod.terminating && !core::IsTerminal(pod.phase) && state.FindBind(pod.uid.view()) == nullptr &&
+  return WaitsForNode(state, pod, options_.scheduler_name) && !GangOf(pod).has_value() &&
          state.FindReservation(pod.uid.view()) == nullptr && !ReclaimBlocked(pod.uid.view(), now) &&
          QueueVerdict(state, pod).ok();
 }
@@ -599,12 +607,8 @@ int Framework::Housekeeping(bool reclaim_pending) {
         return;
       }
       const core::Pod& lead = g.pending.front()->pod;
-      const bool eligible = lead.scheduler_name == options_.scheduler_name &&
-                            now - lead.creation >= kReclaimPendingAfter && !lead.terminating &&
-                            !core::IsTerminal(lead.phase) &&
-                            view->FindBind(lead.uid.view()) == nullptr &&
-                            QueueVerdict(*view, lead).ok();
-      if (eligible) {
+      if (now - lead.creation >= kReclaimPendingAfter &&
+          WaitsForNode(*view, lead, options_.scheduler_name) && QueueVerdict(*view, lead).ok()) {
         leads.push_back(lead);
       }
     });
