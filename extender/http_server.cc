@@ -127,9 +127,15 @@ rlim_t RaiseDescriptorLimit() {
 /// Large request bodies, and the parser buffers and replies they lead to, are allocated with
 /// mmap and given back to the system when freed: glibc would otherwise raise its mmap threshold
 /// after the first large free (up to 32 MiB), and keep later buffers of that size in its heaps.
+/// Smaller blocks stay in the heaps: setting the mmap threshold also fixes glibc's trim threshold
+/// at its 128 KiB default, and a verb's answers and candidate tables at a few thousand nodes
+/// (60-200 KiB) would then be given back after every verb and page-faulted in again by the next
+/// (3-4% of berth's CPU per pod at 2,000 nodes). Free memory at the top of a heap is kept up to
+/// 16 MiB; what the heaps hold is bounded by the peak of blocks under 256 KiB in use at once.
 void ReturnLargeBuffersToTheSystem() {
   static const bool done = [] {
     ::mallopt(M_MMAP_THRESHOLD, 256 << 10);
+    ::mallopt(M_TRIM_THRESHOLD, 16 << 20);
     return true;
   }();
   (void)done;
@@ -271,6 +277,7 @@ class HttpServer::Impl {
     bool keep_alive = true;
     bool head_only = false;   ///< HEAD: the head is written, the body is not
     bool write_failed = false;
+    bool loop_verb = false;  ///< in a worker: a filter or prioritize (verbs_in_workers_)
     Closed close_reason = Closed::kDone;
     size_t out_size() const { return out_head.size() + (head_only ? 0 : out_body.size()); }
   };
@@ -303,6 +310,9 @@ class HttpServer::Impl {
   void WakeMemoryWaiters();
   // Requests and replies.
   void RequestReady(Conn* c);
+  void SettleVerbs();
+  void AnswerOnLoop(Conn* c);
+  Reply Handle(Conn* c, std::string* extra);
   void TryDispatch();
   void WorkerMain();
   void Answer(Conn* c);
@@ -323,6 +333,7 @@ class HttpServer::Impl {
   void Unlink(Conn* c);
   // Routes (workers; /healthz, /readyz, /version on the I/O thread).
   static bool InlineRoute(const http::RequestHead& head);
+  bool LoopVerb(const http::RequestHead& head) const;
   Reply Route(const http::RequestHead& head, std::string_view body, std::string* extra);
 
   Service* service_;
@@ -349,8 +360,11 @@ class HttpServer::Impl {
   std::vector<Conn*> work_list_;
   std::deque<Conn*> memory_waiters_;
   std::deque<Conn*> dispatch_waiters_;
+  /// Filter and prioritize requests completed in this turn of the loop (SettleVerbs).
+  std::vector<Conn*> verbs_ready_;
   size_t in_flight_ = 0;
   int busy_ = 0;
+  int verbs_in_workers_ = 0;  ///< filter and prioritize requests in workers
   char scratch_[kScratchBytes];
 
   // Workers.
@@ -480,7 +494,7 @@ void HttpServer::Impl::Loop() {
       continue;
     }
     const Clock::time_point now = Clock::now();
-    int timeout = work_list_.empty() ? NextTimeoutMs(now) : 0;
+    int timeout = work_list_.empty() && verbs_ready_.empty() ? NextTimeoutMs(now) : 0;
     io_sleeping_.store(true);
     {
       // Completions that arrived before io_sleeping_ was set did not wake the eventfd.
@@ -507,6 +521,7 @@ void HttpServer::Impl::Loop() {
       c->in_work_list = false;
       if (c->state != State::kClosed) Drive(c);
     }
+    SettleVerbs();
     ExpireTimers(Clock::now());
     closed_.clear();
   }
@@ -1102,8 +1117,43 @@ void HttpServer::Impl::RequestReady(Conn* c) {
     StartWriting(c);
     return;
   }
+  if (LoopVerb(c->head)) {
+    verbs_ready_.push_back(c);  // SettleVerbs, once every event of this turn is read
+    return;
+  }
   dispatch_waiters_.push_back(c);
   TryDispatch();
+}
+
+// Filter and prioritize are short and bounded (no API call, no wait but the model's lock), and
+// kube-scheduler asks them one pod at a time. Handing one to a worker and its reply back costs
+// two thread wake-ups, a condition variable and an eventfd write: at a few hundred candidates a
+// sixth of berth's CPU per pod (docs/performance.md). So when one such request is all the loop
+// has (none other ready in this turn, none in a worker, none waiting for one), the loop answers
+// it itself. Anything more goes to the workers as before, so concurrent callers still get both
+// cores, and probes wait at most one filter.
+void HttpServer::Impl::SettleVerbs() {
+  if (verbs_ready_.empty()) return;
+  std::vector<Conn*> ready;
+  ready.swap(verbs_ready_);
+  std::erase_if(ready, [](const Conn* c) { return c->state != State::kDispatchWait; });
+  if (ready.size() == 1 && verbs_in_workers_ == 0 && dispatch_waiters_.empty() && !stopping_) {
+    AnswerOnLoop(ready.front());
+    return;
+  }
+  for (Conn* c : ready) dispatch_waiters_.push_back(c);
+  TryDispatch();
+}
+
+void HttpServer::Impl::AnswerOnLoop(Conn* c) {
+  ++metrics_->answered_on_loop;
+  std::string extra;
+  Reply r = Handle(c, &extra);
+  c->body.Free();
+  Release(c);
+  SetReply(c, r.status, r.content_type == "application/json" ? kJsonType : r.content_type,
+           std::move(r.body), extra);
+  StartWriting(c);
 }
 
 void HttpServer::Impl::TryDispatch() {
@@ -1125,6 +1175,8 @@ void HttpServer::Impl::TryDispatch() {
     it = dispatch_waiters_.erase(it);
     ++ps.busy;
     ++busy_;
+    c->loop_verb = LoopVerb(c->head);
+    if (c->loop_verb) ++verbs_in_workers_;
     c->state = State::kInWorker;
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -1161,19 +1213,22 @@ void HttpServer::Impl::WorkerMain() {
 // On a worker: the handler, then as much of the reply as the socket takes.
 void HttpServer::Impl::Answer(Conn* c) {
   std::string extra;
-  Reply r;
-  try {
-    r = Route(c->head, c->body.view(), &extra);
-  } catch (const std::exception& e) {
-    spdlog::error("internal error serving {} {}: {}", c->head.method, c->head.path, e.what());
-    r = RouteError(c->head.path, 500, StrCat("internal error: ", e.what()));
-  } catch (...) {
-    r = RouteError(c->head.path, 500, "internal error");
-  }
+  Reply r = Handle(c, &extra);
   c->body.Free();
   SetReply(c, r.status, r.content_type == "application/json" ? kJsonType : r.content_type,
            std::move(r.body), extra);
   c->write_failed = !WriteSome(c);
+}
+
+Reply HttpServer::Impl::Handle(Conn* c, std::string* extra) {
+  try {
+    return Route(c->head, c->body.view(), extra);
+  } catch (const std::exception& e) {
+    spdlog::error("internal error serving {} {}: {}", c->head.method, c->head.path, e.what());
+    return RouteError(c->head.path, 500, StrCat("internal error: ", e.what()));
+  } catch (...) {
+    return RouteError(c->head.path, 500, "internal error");
+  }
 }
 
 void HttpServer::Impl::ProcessCompletions() {
@@ -1189,6 +1244,8 @@ void HttpServer::Impl::ProcessCompletions() {
 
 void HttpServer::Impl::OnWorkerDone(Conn* c) {
   --busy_;
+  if (c->loop_verb) --verbs_in_workers_;
+  c->loop_verb = false;
   auto it = peers_.find(c->peer);
   if (it != peers_.end()) --it->second.busy;
   Release(c);
@@ -1346,6 +1403,12 @@ void HttpServer::Impl::Close(Conn* c, Closed reason) {
 bool HttpServer::Impl::InlineRoute(const http::RequestHead& head) {
   if (head.method != "GET" && head.method != "HEAD") return false;
   return head.path == "/healthz" || head.path == "/readyz" || head.path == "/version";
+}
+
+bool HttpServer::Impl::LoopVerb(const http::RequestHead& head) const {
+  if (options_.read_only || head.method != "POST" || !IsVerbPath(head.path)) return false;
+  const std::string_view last = LastSegment(head.path);
+  return last == "filter" || last == "prioritize";
 }
 
 Reply HttpServer::Impl::Route(const http::RequestHead& head, std::string_view body,

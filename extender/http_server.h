@@ -96,7 +96,11 @@ HttpServerOptions OpsServerOptions();
 /// One I/O thread accepts connections and reads, parses and decodes every request (chunked
 /// bodies; gzip or deflate bodies in bounded steps) on non-blocking sockets; complete requests
 /// go to `threads` workers that run the handlers and write the reply; /healthz, /readyz and
-/// /version are answered on the I/O thread itself, so probes never wait for a worker.
+/// /version are answered on the I/O thread itself, so probes never wait for a worker. So is a
+/// filter or prioritize that is the only compute-bound request at the time (none other became
+/// ready in the same turn of the loop, none is in a worker or waiting for one): kube-scheduler
+/// asks them one pod at a time, and the hand-off to a worker and back would cost more than many
+/// a filter (berth_http_requests_answered_on_loop_total counts them).
 /// HTTP/1.1 keep-alive with pipelined requests answered in order; replies are never
 /// compressed. The limits are HttpServerOptions'; connections refused or closed are counted by
 /// reason on GET /metrics (berth_http_connections_*).

@@ -175,6 +175,10 @@ void TransportMetrics::Write(PromWriter& w) const {
   per_listener("berth_http_requests_waited_for_memory_total", "counter",
                "Requests whose body waited for room under the listener's in-flight byte limit.",
                [](const ListenerMetrics& m) { return m.waited_for_memory.load(); });
+  per_listener("berth_http_requests_answered_on_loop_total", "counter",
+               "Filter and prioritize requests the event loop answered itself, being the only "
+               "compute-bound request at the time, instead of handing them to a worker.",
+               [](const ListenerMetrics& m) { return m.answered_on_loop.load(); });
   if (tls.enabled) {
     w.Family("berth_tls_certificate_expiry_timestamp_seconds", "gauge",
              "notAfter of the certificate served over HTTPS, in seconds since the epoch.");

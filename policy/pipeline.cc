@@ -66,6 +66,49 @@ Pipeline::Pipeline(Points points, std::shared_ptr<const GangPlanner> gangs,
   }
 }
 
+void PassedCandidates::Remember(const core::ClusterState& state, std::string_view uid,
+                                std::span<const std::string_view> names,
+                                std::span<const core::NodeState* const> nodes,
+                                std::span<const NodeVerdict> verdicts) {
+  absl::MutexLock lock(&mu_);
+  state_ = &state;
+  node_labels_generation_ = state.node_labels_generation();
+  uid_.assign(uid);
+  names_.clear();
+  ends_.clear();
+  slots_.clear();
+  ends_.reserve(names.size());
+  slots_.reserve(names.size());
+  for (size_t i = 0; i < names.size(); ++i) {
+    if (nodes[i] == nullptr || !verdicts[i].ok()) continue;
+    names_.append(names[i]);
+    ends_.push_back(static_cast<uint32_t>(names_.size()));
+    slots_.push_back(nodes[i]->slot);
+  }
+}
+
+bool PassedCandidates::Recall(const core::ClusterState& state, std::string_view uid,
+                              std::span<const std::string_view> names,
+                              const core::NodeState** out) const {
+  absl::MutexLock lock(&mu_);
+  if (state_ != &state || node_labels_generation_ != state.node_labels_generation() ||
+      uid.empty() || uid != uid_ || names.size() != slots_.size()) {
+    return false;
+  }
+  // One pass over both lists, in order; the names were remembered end to end, so this reads
+  // memory in sequence, where a lookup by name misses the cache twice.
+  uint32_t begin = 0;
+  for (size_t i = 0; i < names.size(); ++i) {
+    if (std::string_view(names_).substr(begin, ends_[i] - begin) != names[i]) return false;
+    begin = ends_[i];
+  }
+  for (size_t i = 0; i < names.size(); ++i) {
+    const core::NodeState& n = state.node(slots_[i]);
+    out[i] = n.present ? &n : nullptr;
+  }
+  return true;
+}
+
 CycleContext Pipeline::Own(const CycleContext& ctx) const {
   CycleContext c = ctx;
   c.pipeline = this;
@@ -138,6 +181,7 @@ std::vector<NodeVerdict> Pipeline::Filter(const CycleContext& ctx,
       out[i] = FilterNode(cycle, *node);
     }
   }
+  if (admitted.ok()) passed_->Remember(cycle.state, cycle.pod.uid.view(), candidates, nodes, out);
   return out;
 }
 
@@ -202,7 +246,9 @@ std::vector<int64_t> Pipeline::Score(const CycleContext& ctx,
   if (cycle.cycle == nullptr) cycle.cycle = &state;
   const std::vector<char> applies = Applying(points_.score, cycle);
   std::vector<const core::NodeState*> nodes(candidates.size());
-  cycle.state.FindNodes(candidates, nodes.data());
+  if (!passed_->Recall(cycle.state, cycle.pod.uid.view(), candidates, nodes.data())) {
+    cycle.state.FindNodes(candidates, nodes.data());
+  }
   for (size_t i = 0; i < candidates.size(); ++i) {
     if (const core::NodeState* node = nodes[i]) {
       out[i] = WeightedMean(points_.score, applies, cycle, *node);

@@ -8,11 +8,42 @@
 #include <utility>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 #include "policy/gang/gang.h"
 #include "policy/policy.h"
 #include "policy/queue/queue.h"
 
 namespace berth::policy {
+
+/// The nodes of the candidates that passed the last Filter, so that the prioritize call that
+/// follows it need not look each name up again: kube-scheduler sends an extender's prioritize
+/// exactly the names its filter let through, in the order it answered them. Recall checks every
+/// name against the remembered one (a prioritize of other names, or of another pod, looks its
+/// names up as before), and slots are trusted only in the same state object at the same
+/// node_labels_generation (no node added, removed or relabelled since). Thread-safe.
+class PassedCandidates {
+ public:
+  /// Remembers the candidates whose verdict is ok, with their nodes (`nodes[i]` for
+  /// `names[i]`).
+  void Remember(const core::ClusterState& state, std::string_view uid,
+                std::span<const std::string_view> names,
+                std::span<const core::NodeState* const> nodes,
+                std::span<const NodeVerdict> verdicts);
+  /// out[i]: the node of `names[i]`, when `names` are exactly the candidates remembered for pod
+  /// `uid` in `state`. \return false (out untouched) otherwise.
+  bool Recall(const core::ClusterState& state, std::string_view uid,
+              std::span<const std::string_view> names, const core::NodeState** out) const;
+
+ private:
+  mutable absl::Mutex mu_;
+  const core::ClusterState* state_ ABSL_GUARDED_BY(mu_) = nullptr;
+  uint64_t node_labels_generation_ ABSL_GUARDED_BY(mu_) = 0;
+  std::string uid_ ABSL_GUARDED_BY(mu_);
+  std::string names_ ABSL_GUARDED_BY(mu_);     ///< the names, one after another
+  std::vector<uint32_t> ends_ ABSL_GUARDED_BY(mu_);  ///< where each name ends in names_
+  std::vector<core::NodeSlot> slots_ ABSL_GUARDED_BY(mu_);
+};
 
 /// The modules placed at each extension point (policy.h), and how their answers combine:
 /// - PreFilter: every module must let the pod through (AND); the first refusal is the verdict
@@ -113,6 +144,8 @@ class Pipeline {
   std::vector<const PreFilterPlugin*> bind_prefilter_;
   std::shared_ptr<const GangPlanner> gangs_;
   std::shared_ptr<FairShare> fair_share_;
+  /// What Filter let through, for the Score call that follows it.
+  std::unique_ptr<PassedCandidates> passed_ = std::make_unique<PassedCandidates>();
 };
 
 /// The verdict for a node berth has never heard of.

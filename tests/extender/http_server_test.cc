@@ -1284,6 +1284,58 @@ TEST_CASE("http: /healthz and /readyz are answered while every worker is held", 
   CHECK(m->status == 200);
 }
 
+TEST_CASE("http: a lone filter or prioritize is answered by the event loop, the rest by workers",
+          "[concurrency]") {
+  auto gate = std::make_shared<Gate>();
+  ServedHarness s(WithGate(HttpServerOptions{.threads = 2, .max_workers_per_peer = 2}, gate));
+  OpenAtExit open_at_exit{gate};
+  const std::string on_loop = "berth_http_requests_answered_on_loop_total{listener=\"verbs\"}";
+  const MakePod pod = MakePod("on-loop").Cpu("500m").Memory("1Gi");
+  const std::string filter = RawClient::Format("POST", "/filter", ArgsNames(pod.Obj(), {"n1", "n2"}).dump());
+  const std::string prioritize =
+      RawClient::Format("POST", "/prioritize", ArgsNames(pod.Obj(), {"n1", "n2"}).dump());
+  {
+    // Nothing else going on: filter and prioritize on the loop, bind (an API call) in a worker.
+    RawClient c(s.port());
+    for (const std::string* request : {&filter, &prioritize}) {
+      REQUIRE(c.Send(*request));
+      std::optional<RawResponse> r = c.Read();
+      REQUIRE(r.has_value());
+      CHECK(r->status == 200);
+    }
+    CHECK(Expect(MustRequest(c, "POST", "/bind", BindArgs(pod, "n1").dump()), 200) == Json{{"Error", ""}});
+    CHECK(Metric(s.port(), on_loop) == 2);
+  }
+  // Both workers held by other requests: a filter is still answered, by the loop.
+  std::vector<std::unique_ptr<RawClient>> held;
+  for (int i = 0; i < 2; ++i) {
+    held.push_back(std::make_unique<RawClient>(s.port(), 10000));
+    REQUIRE(held.back()->Send(RawClient::Format("POST", "/hold", "{}")));
+  }
+  REQUIRE(gate->AwaitEntered(2) == 2);
+  RawClient verb(s.port(), 3000, "127.0.0.2");
+  REQUIRE(verb.Send(filter));
+  std::optional<RawResponse> answered = verb.Read();
+  REQUIRE(answered.has_value());
+  CHECK(answered->status == 200);
+  // A request already waiting for a worker goes first: the next filter queues behind it.
+  held.push_back(std::make_unique<RawClient>(s.port(), 10000));
+  REQUIRE(held.back()->Send(RawClient::Format("POST", "/hold", "{}")));
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  REQUIRE(verb.Send(filter));
+  CHECK_FALSE(verb.Readable(300));
+  gate->Open();
+  std::optional<RawResponse> queued = verb.Read();
+  REQUIRE(queued.has_value());
+  CHECK(queued->status == 200);
+  for (auto& c : held) {
+    std::optional<RawResponse> r = c->Read();
+    REQUIRE(r.has_value());
+    CHECK(r->status == 200);
+  }
+  CHECK(Metric(s.port(), on_loop) == 3);
+}
+
 TEST_CASE("http: malformed request lines and header fields get 400 naming what was wrong") {
   ServedHarness s;
   struct Case {

@@ -287,6 +287,52 @@ TEST_CASE_METHOD(PipelineTest, "Pipeline: the score is the rounded weighted mean
   CHECK(p.Score(ctx, candidates) == std::vector<int64_t>{3, 0, 4, 4});
 }
 
+// Score takes the nodes of the names its Filter let through from that Filter, not from new
+// lookups: only for the very same names, pod and model state, never after the node set changed.
+TEST_CASE_METHOD(PipelineTest, "Pipeline: a score after its filter scores the nodes the names name now",
+                 "[pipeline]") {
+  auto calls = std::make_shared<std::atomic<int>>(0);
+  std::vector<std::shared_ptr<FilterPlugin>> filters;
+  filters.push_back(std::make_shared<FakeFilter>(
+      "f", std::map<std::string, NodeVerdict>{{"n2", Fail(Fit::kUnschedulable, Reason::kInsufficientResource, "full")}},
+      calls));
+  std::vector<Pipeline::WeightedScore> scores;
+  scores.push_back({std::make_shared<FakeScore>(
+                        "s", std::map<std::string, int64_t>{{"n1", 3}, {"n3", 7}, {"n4", 9}}),
+                    1});
+  Pipeline p({.filter = std::move(filters), .score = std::move(scores)});
+  const std::vector<std::string_view> candidates = {"n1", "n2", "n3"};
+  const std::vector<std::string_view> passed = {"n1", "n3"};
+  core::NodeSlot n1_slot = core::kNoNode;
+  {
+    auto view = model_.Read();
+    const CycleContext ctx{.state = *view, .pod = pod_, .now = clock_.Now()};
+    const std::vector<NodeVerdict> verdicts = p.Filter(ctx, candidates);
+    CHECK(verdicts[0].ok());
+    CHECK_FALSE(verdicts[1].ok());
+    CHECK(verdicts[2].ok());
+    CHECK(p.Score(ctx, passed) == std::vector<int64_t>{3, 7});
+    // Other names, or the same in another order: each named node, as always.
+    CHECK(p.Score(ctx, std::vector<std::string_view>{"n3", "n1"}) == std::vector<int64_t>{7, 3});
+    CHECK(p.Score(ctx, std::vector<std::string_view>{"n1", "ghost"}) == std::vector<int64_t>{3, 0});
+    n1_slot = view->FindNode("n1")->slot;
+    // Filter once more, so that the names that passed are the last ones remembered.
+    CHECK(p.Filter(ctx, candidates).size() == 3);
+  }
+  // n1 leaves and n4 takes its slot: the same names must not score n4 in n1's place.
+  model_.Apply(core::NodeDelete{"n1"});
+  core::Node n4;
+  n4.name = "n4";
+  n4.allocatable.Set(core::kCpu, 4000);
+  n4.allocatable.Set(core::kPods, 110);
+  model_.Apply(core::NodeUpsert{std::move(n4)});
+  auto view = model_.Read();
+  REQUIRE(view->FindNode("n4") != nullptr);
+  REQUIRE(view->FindNode("n4")->slot == n1_slot);
+  const CycleContext ctx{.state = *view, .pod = pod_, .now = clock_.Now()};
+  CHECK(p.Score(ctx, passed) == std::vector<int64_t>{0, 7});
+}
+
 TEST_CASE_METHOD(PipelineTest, "Pipeline: rounding of the weighted mean", "[pipeline]") {
   std::vector<Pipeline::WeightedScore> scores;
   scores.push_back({std::make_shared<FakeScore>(

@@ -16,6 +16,19 @@ std::vector<std::string> SplitAll(JsonStreamSplitter& s, std::string_view data, 
   return out;
 }
 
+// The values of `data` fed to a new splitter in two chunks, cut at `cut`; checks that neither
+// chunk is an error.
+std::vector<std::string> SplitInTwo(std::string_view data, size_t cut) {
+  JsonStreamSplitter s;
+  absl::Status st;
+  std::vector<std::string> got = SplitAll(s, data.substr(0, cut), &st);
+  CHECK(st.ok());
+  std::vector<std::string> rest = SplitAll(s, data.substr(cut), &st);
+  CHECK(st.ok());
+  got.insert(got.end(), rest.begin(), rest.end());
+  return got;
+}
+
 // Three watch events as the API server writes them, with braces, brackets, quotes and
 // backslashes inside strings that a naive splitter would miscount.
 const std::string kEvents =
@@ -37,15 +50,8 @@ TEST_CASE("watch stream: values split correctly whatever the chunking", "[json-s
   }
   SECTION("every split point, two chunks") {
     for (size_t cut = 0; cut <= kEvents.size(); ++cut) {
-      JsonStreamSplitter s;
-      absl::Status st;
-      std::vector<std::string> got = SplitAll(s, std::string_view(kEvents).substr(0, cut), &st);
-      REQUIRE(st.ok());
-      std::vector<std::string> rest = SplitAll(s, std::string_view(kEvents).substr(cut), &st);
-      REQUIRE(st.ok());
-      got.insert(got.end(), rest.begin(), rest.end());
       INFO("cut at " << cut);
-      CHECK(got == expected);
+      CHECK(SplitInTwo(kEvents, cut) == expected);
     }
   }
   SECTION("byte by byte") {
@@ -58,6 +64,39 @@ TEST_CASE("watch stream: values split correctly whatever the chunking", "[json-s
       got.insert(got.end(), part.begin(), part.end());
     }
     CHECK(got == expected);
+  }
+}
+
+// Events as the API server sends them are mostly long runs of plain text, which the splitter
+// skips eight bytes at a time: quotes, backslashes, braces and brackets at every offset of such
+// a run, and every split point, must still split exactly where the values end.
+TEST_CASE("watch stream: long events split correctly with special bytes at every offset",
+          "[json-stream]") {
+  std::vector<std::string> expected;
+  for (size_t at = 0; at < 24; ++at) {
+    std::string text(40, 'x');
+    std::string escaped = text;
+    escaped.replace(at, 1, at % 2 == 0 ? "\\\"" : "\\\\");  // an escaped quote or backslash
+    std::string filler(at, 'y');
+    expected.push_back("{\"type\":\"ADDED\",\"object\":{\"metadata\":{\"name\":\"" + escaped +
+                       "\",\"n\":" + std::to_string(12345678901LL * static_cast<int64_t>(at + 1)) +
+                       ",\"" + filler + "\":[{\"k\":\"" + text.substr(at) + "}]{[\"}]}," +
+                       std::string(at, ' ') + "\"nums\":" + std::string(at, ' ') +
+                       "[1234567890123,1234567890123,[1234567890123,{}]],\"last\":true}}");
+  }
+  std::string stream;
+  for (const std::string& e : expected) stream += e + "\n";
+  SECTION("one chunk") {
+    JsonStreamSplitter s;
+    absl::Status st;
+    CHECK(SplitAll(s, stream, &st) == expected);
+    CHECK(st.ok());
+  }
+  SECTION("every split point, two chunks") {
+    for (size_t cut = 0; cut <= stream.size(); cut += 3) {
+      INFO("cut at " << cut);
+      CHECK(SplitInTwo(stream, cut) == expected);
+    }
   }
 }
 
