@@ -429,6 +429,13 @@ std::vector<std::string> WorldLines(const std::string& file,
   return lines;
 }
 
+// What a plot compares, for its title: "berth vs baseline" when both worlds are drawn, else the
+// one world drawn (`berth simulate --baseline=false` runs berth's world alone).
+std::string Compared(const std::array<PlottedWorld, 2>& worlds, const std::vector<int>& drawn) {
+  if (drawn.size() == 1) return worlds[drawn[0]].label;
+  return absl::StrCat(worlds[0].label, " vs ", worlds[1].label);
+}
+
 // A world's series by name (resource, queue, pool), one value per sample.
 using SeriesMap = std::map<std::string, std::vector<double>>;
 
@@ -500,6 +507,8 @@ struct Panel {
   std::string title;
   std::optional<std::string> ylabel;
   std::vector<std::string> lines;
+  /// gnuplot settings for this panel; they stay for the panels after it.
+  std::string settings = "";
 };
 
 // A multiplot of `panels`, `columns` to a row, under `title`; `settings` hold for every panel.
@@ -513,6 +522,7 @@ std::string Multiplot(const std::string& title, size_t columns, const std::strin
     const Panel& panel = panels[i];
     absl::StrAppend(&s, "set title ", GpString(panel.title), "\n");
     if (panel.ylabel) absl::StrAppend(&s, "set ylabel ", GpString(*panel.ylabel), "\n");
+    s += panel.settings;
     absl::StrAppend(&s, "set xlabel ",
                     GpString(i / columns + 1 == rows ? "simulated time (hours)" : ""), "\n",
                     PlotCommand(panel.lines));
@@ -557,7 +567,7 @@ Plot UtilisationPlot(const SimResult& r) {
   }
   p.height = 150 + 260 * static_cast<int>(panels.size());
   p.script = kCommon + KeyMargin(8) +
-             Multiplot("Utilisation over time: berth vs baseline", 1, "set yrange [0:105]\n",
+             Multiplot(absl::StrCat("Utilisation over time: ", Compared(worlds, drawn)), 1, "set yrange [0:105]\n",
                        panels);
   return p;
 }
@@ -670,7 +680,7 @@ Plot WaitCdfPlot(const SimResult& r) {
   }
   p.script = kCommon + KeyMargin(8);
   absl::StrAppend(
-      &p.script, "set title 'Wait from submission to start: berth vs baseline' font ',14'\n",
+      &p.script, "set title 'Wait from submission to start: ", Compared(worlds, drawn), "' font ',14'\n",
       "set logscale x\n", "set xrange [0.7:", Num(x_max), "]\n",
       "set xtics ('≤1 s' 1, '10 s' 10, '1 min' 60, '10 min' 600, '1 h' 3600, '10 h' 36000, "
       "'1 d' 86400, '1 w' 604800)\n",
@@ -796,7 +806,7 @@ Plot PendingPlot(const SimResult& r) {
     return p;
   }
   p.script = kCommon + KeyMargin(8);
-  absl::StrAppend(&p.script, "set title 'Pending pods: berth vs baseline' font ',14'\n",
+  absl::StrAppend(&p.script, "set title 'Pending pods: ", Compared(worlds, drawn), "' font ',14'\n",
                   "set yrange [0:*]\nset xlabel 'simulated time (hours)'\nset ylabel 'pods'\n",
                   PlotCommand(WorldLines("pending.dat", worlds, drawn, 2)));
   return p;
@@ -823,12 +833,14 @@ Plot FragmentationPlot(const SimResult& r) {
     return p;
   }
   p.height = 620;
-  p.script = kCommon + Multiplot("Fragmentation: berth vs baseline", 1,
+  p.script = kCommon + Multiplot(absl::StrCat("Fragmentation: ", Compared(worlds, drawn)), 1,
                                  "set key outside top center horizontal noreverse Right nobox\n"
                                  "set lmargin 10\nset rmargin 3\n",
-                                 {{"fragmentation index", "index", WorldLines("fragmentation.dat", worlds, drawn, 2)},
+                                 {{"fragmentation index", "index", WorldLines("fragmentation.dat", worlds, drawn, 2),
+                                   // The index is in [0, 1]: a constant 0 must not be drawn on -1 to 1.
+                                   "set yrange [0:1]\n"},
                                   {"pods of the most common request that fit now", "pods",
-                                   WorldLines("fragmentation.dat", worlds, drawn, 3)}});
+                                   WorldLines("fragmentation.dat", worlds, drawn, 3), "set yrange [0:*]\n"}});
   return p;
 }
 

@@ -414,6 +414,7 @@ TEST_CASE("WriteReport writes the JSON, the summary, every plot and the page", "
     CHECK(ReadTestFile(dir / (std::string(plot) + ".png")).substr(1, 3) == "PNG");
     CHECK(html.find(std::string("src=\"") + plot + ".svg\"") != std::string::npos);
   }
+  CHECK(ReadTestFile(dir / "pending.svg").find("Pending pods: berth vs baseline") != std::string::npos);
   fs::remove_all(dir.parent_path());
 }
 
@@ -458,7 +459,10 @@ TEST_CASE("a run without the baseline still reports and plots berth", "[sim][rep
     for (const char* plot : kPlots) {
       INFO(plot);
       CHECK(fs::file_size(dir / (std::string(plot) + ".png")) > 1000);
+      // Titles name the one world drawn, not a comparison with a baseline that was not run.
+      CHECK(ReadTestFile(dir / (std::string(plot) + ".svg")).find("vs baseline") == std::string::npos);
     }
+    CHECK(ReadTestFile(dir / "pending.svg").find("Pending pods: berth") != std::string::npos);
   }
   fs::remove_all(dir);
 }
