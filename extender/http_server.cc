@@ -1130,14 +1130,18 @@ void HttpServer::Impl::RequestReady(Conn* c) {
 // two thread wake-ups, a condition variable and an eventfd write: at a few hundred candidates a
 // sixth of berth's CPU per pod (docs/performance.md). So when one such request is all the loop
 // has (none other ready in this turn, none in a worker, none waiting for one), the loop answers
-// it itself. Anything more goes to the workers as before, so concurrent callers still get both
-// cores, and probes wait at most one filter.
+// it itself, unless its body is large. Anything more goes to the workers as before, so
+// concurrent callers still get both cores, and probes wait at most one filter.
 void HttpServer::Impl::SettleVerbs() {
   if (verbs_ready_.empty()) return;
   std::vector<Conn*> ready;
   ready.swap(verbs_ready_);
   std::erase_if(ready, [](const Conn* c) { return c->state != State::kDispatchWait; });
-  if (ready.size() == 1 && verbs_in_workers_ == 0 && dispatch_waiters_.empty() && !stopping_) {
+  // Names-mode calls are tens of KB up to 5,000 candidates; a body over this (full Node
+  // objects, MBs) takes long enough to decode that other connections should not wait for it.
+  constexpr size_t kLoopBodyLimit = 1u << 20;
+  if (ready.size() == 1 && ready.front()->body.size() <= kLoopBodyLimit && verbs_in_workers_ == 0 &&
+      dispatch_waiters_.empty() && !stopping_) {
     AnswerOnLoop(ready.front());
     return;
   }

@@ -98,7 +98,8 @@ HttpServerOptions OpsServerOptions();
 /// go to `threads` workers that run the handlers and write the reply; /healthz, /readyz and
 /// /version are answered on the I/O thread itself, so probes never wait for a worker. So is a
 /// filter or prioritize that is the only compute-bound request at the time (none other became
-/// ready in the same turn of the loop, none is in a worker or waiting for one): kube-scheduler
+/// ready in the same turn of the loop, none is in a worker or waiting for one) and whose body
+/// is at most 1 MiB (kube-scheduler's names-mode calls; not full Node objects): kube-scheduler
 /// asks them one pod at a time, and the hand-off to a worker and back would cost more than many
 /// a filter (berth_http_requests_answered_on_loop_total counts them).
 /// HTTP/1.1 keep-alive with pipelined requests answered in order; replies are never

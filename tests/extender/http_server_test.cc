@@ -1305,6 +1305,11 @@ TEST_CASE("http: a lone filter or prioritize is answered by the event loop, the 
     }
     CHECK(Expect(MustRequest(c, "POST", "/bind", BindArgs(pod, "n1").dump()), 200) == Json{{"Error", ""}});
     CHECK(Metric(s.port(), on_loop) == 2);
+    // A body over 1 MiB (full Node objects) goes to a worker: other connections need not wait
+    // while it is decoded.
+    const std::string large = ArgsNames(MakePod("large").Obj(), {"n1"}).dump() + std::string(1100000, ' ');
+    CHECK(Expect(MustRequest(c, "POST", "/filter", large), 200)["NodeNames"] == Json::array({"n1"}));
+    CHECK(Metric(s.port(), on_loop) == 2);
   }
   // Both workers held by other requests: a filter is still answered, by the loop.
   std::vector<std::unique_ptr<RawClient>> held;
