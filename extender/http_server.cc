@@ -320,6 +320,10 @@ class HttpServer::Impl {
   void OnWorkerDone(Conn* c);
   void SetReply(Conn* c, int status, std::string_view content_type, std::string body,
                 std::string_view extra = "");
+  void SetReply(Conn* c, Reply r, std::string_view extra) {
+    SetReply(c, r.status, r.content_type == "application/json" ? kJsonType : r.content_type,
+             std::move(r.body), extra);
+  }
   void RespondError(Conn* c, int status, std::string_view message, Closed reason,
                     std::string_view extra = "");
   void StartWriting(Conn* c);
@@ -331,7 +335,8 @@ class HttpServer::Impl {
   // Timers.
   void Enter(Conn* c, State state, TimerList* list);
   void Unlink(Conn* c);
-  // Routes (workers; /healthz, /readyz, /version on the I/O thread).
+  // Routes (workers; /healthz, /readyz, /version and a lone filter or prioritize on the I/O
+  // thread).
   static bool InlineRoute(const http::RequestHead& head);
   bool LoopVerb(const http::RequestHead& head) const;
   Reply Route(const http::RequestHead& head, std::string_view body, std::string* extra);
@@ -1108,13 +1113,7 @@ void HttpServer::Impl::WakeMemoryWaiters() {
 
 void HttpServer::Impl::RequestReady(Conn* c) {
   if (InlineRoute(c->head)) {
-    std::string extra;
-    Reply r = Route(c->head, c->body.view(), &extra);
-    c->body.Free();
-    Release(c);
-    SetReply(c, r.status, r.content_type == "application/json" ? kJsonType : r.content_type,
-             std::move(r.body), extra);
-    StartWriting(c);
+    AnswerOnLoop(c);
     return;
   }
   if (LoopVerb(c->head)) {
@@ -1142,6 +1141,7 @@ void HttpServer::Impl::SettleVerbs() {
   constexpr size_t kLoopBodyLimit = 1u << 20;
   if (ready.size() == 1 && ready.front()->body.size() <= kLoopBodyLimit && verbs_in_workers_ == 0 &&
       dispatch_waiters_.empty() && !stopping_) {
+    ++metrics_->answered_on_loop;
     AnswerOnLoop(ready.front());
     return;
   }
@@ -1149,14 +1149,13 @@ void HttpServer::Impl::SettleVerbs() {
   TryDispatch();
 }
 
+// On the I/O thread: the handler, then the reply.
 void HttpServer::Impl::AnswerOnLoop(Conn* c) {
-  ++metrics_->answered_on_loop;
   std::string extra;
   Reply r = Handle(c, &extra);
   c->body.Free();
   Release(c);
-  SetReply(c, r.status, r.content_type == "application/json" ? kJsonType : r.content_type,
-           std::move(r.body), extra);
+  SetReply(c, std::move(r), extra);
   StartWriting(c);
 }
 
@@ -1219,8 +1218,7 @@ void HttpServer::Impl::Answer(Conn* c) {
   std::string extra;
   Reply r = Handle(c, &extra);
   c->body.Free();
-  SetReply(c, r.status, r.content_type == "application/json" ? kJsonType : r.content_type,
-           std::move(r.body), extra);
+  SetReply(c, std::move(r), extra);
   c->write_failed = !WriteSome(c);
 }
 

@@ -230,7 +230,8 @@ NodeVerdict PoolsModule::Filter(const CycleContext& ctx, const core::NodeState& 
     plan = &*local;
   }
   const PoolMap& map = *plan->map;
-  if (plan->home && map.PoolOf(node.slot) == *plan->home) return NodeVerdict::Ok();
+  const PoolId pool = map.PoolOf(node.slot);
+  if (plan->home && pool == *plan->home) return NodeVerdict::Ok();
   // Past the common case (a node of the pod's home pool): the pod's annotations are read only
   // for the message.
   const std::string_view home_name = HomePoolName(ctx.pod);
@@ -239,7 +240,6 @@ NodeVerdict PoolsModule::Filter(const CycleContext& ctx, const core::NodeState& 
                        .reason = Reason::kUnknownPool,
                        .message = StrCat("berth: pool ", home_name, " does not exist")};
   }
-  const PoolId pool = map.PoolOf(node.slot);
   // Room held for this pod (a gang member's planned place) was given by these rules when it was
   // planned; the lender is not chosen again, or the gang's own reservations would move it.
   if (ctx.state.OwnReservation(ctx.pod.uid, node) != nullptr) return NodeVerdict::Ok();
