@@ -197,6 +197,10 @@ std::string Role(const std::string& name) {
   return name;
 }
 
+// Whether a role is the ETA forecast's ("eta", "eta-pass"): its CPU is printed apart from the
+// per-pod figure (RunFigures::forecast_ns).
+bool IsForecastRole(const std::string& role) { return role.rfind("eta", 0) == 0; }
+
 // CPU used between two snapshots, by role; threads gone by `after` are counted up to `before`'s
 // figure only (none of berth's threads end while it serves).
 std::map<std::string, int64_t> CpuDelta(const CpuSnapshot& before, const CpuSnapshot& after) {
@@ -647,7 +651,7 @@ RunFigures RunOnce(const LoopOptions& o, const std::string& binary, int nodes, i
   perf.Stop();
   f.wall_s = std::chrono::duration<double>(t1 - t0).count();
   f.cpu_by_role = CpuDelta(cpu_before, cpu_after);
-  for (const auto& [role, ns] : f.cpu_by_role) (role.rfind("eta", 0) == 0 ? f.forecast_ns : f.cpu_ns) += ns;
+  for (const auto& [role, ns] : f.cpu_by_role) (IsForecastRole(role) ? f.forecast_ns : f.cpu_ns) += ns;
   f.bound = static_cast<int>(api.bindings().size());
   for (const testing::RecordedCall& c : api.calls()) {
     // The bench's own metric reads go to berth, not the API server: every recorded call is berth's.
@@ -748,7 +752,7 @@ int RunLoopBench(int argc, char** argv) {
       for (const auto& [kind, count] : now->api_by_kind) StrAppend(&calls_detail, calls_detail.empty() ? "" : ", ", kind, " ", count);
       std::vector<std::pair<int64_t, std::string>> roles;
       for (const auto& [role, ns] : now->cpu_by_role) {
-        if (role.rfind("eta", 0) != 0) roles.push_back({ns, role});
+        if (!IsForecastRole(role)) roles.push_back({ns, role});
       }
       std::sort(roles.rbegin(), roles.rend());
       for (const auto& [ns, role] : roles) {
