@@ -2,6 +2,7 @@
 
 #include "extender/journal.h"
 
+#include <bit>
 #include <cstdint>
 #include <cstring>
 #include <utility>
@@ -28,18 +29,29 @@ uint64_t Word(const char* p) {
   return w;
 }
 
-// Nonzero when some byte of `w` is `c` (exact as a yes or no: the borrow of the subtraction can
-// only mark bytes above a byte that really is `c`).
+// The high bit of each byte of `w` (read little-endian) that is `c`, and possibly of bytes above
+// such a byte: the borrow of the subtraction only runs upward from a byte that really is `c`.
+// So the mask is exact as a yes or no, and its lowest set bit marks the first `c`.
 constexpr uint64_t HasByte(uint64_t w, char c) {
   const uint64_t x = w ^ (kOnes * static_cast<uint8_t>(c));
   return (x - kOnes) & ~x & kHigh;
 }
 
-constexpr bool HasStringStop(uint64_t w) { return (HasByte(w, '"') | HasByte(w, '\\')) != 0; }
+constexpr uint64_t StringStops(uint64_t w) { return HasByte(w, '"') | HasByte(w, '\\'); }
 
-constexpr bool HasValueStop(uint64_t w) {
-  return (HasByte(w, '"') | HasByte(w, '{') | HasByte(w, '}') | HasByte(w, '[') |
-          HasByte(w, ']')) != 0;
+constexpr uint64_t ValueStops(uint64_t w) {
+  return HasByte(w, '"') | HasByte(w, '{') | HasByte(w, '}') | HasByte(w, '[') | HasByte(w, ']');
+}
+
+/// From `at`, the index of the first byte of buf[0, size) that `stops` marks, eight bytes at a
+/// time; `size` when none does (the last size % 8 bytes are left for the caller to read one by
+/// one: the index then is the first of them).
+template <uint64_t (*Stops)(uint64_t)>
+size_t NextStop(const char* buf, size_t at, size_t size) {
+  for (; at + 8 <= size; at += 8) {
+    if (const uint64_t m = Stops(Word(buf + at)); m != 0) return at + (std::countr_zero(m) >> 3);
+  }
+  return at;
 }
 
 }  // namespace
@@ -59,11 +71,12 @@ absl::Status JsonStreamSplitter::Feed(std::string_view data,
     // Most of an event is the text of strings, and the rest is mostly keys, numbers and commas:
     // skip eight bytes at a time to the next byte that can change the state (a quote or
     // backslash in a string; a quote, brace or bracket inside a value).
+    // Jumps straight to that byte: keys and short values put one every few bytes.
     if (in_string_ && !escape_) {
-      while (scan_ + 8 <= size && !HasStringStop(Word(buf_.data() + scan_))) scan_ += 8;
+      scan_ = NextStop<StringStops>(buf_.data(), scan_, size);
       if (scan_ >= size) break;
     } else if (!in_string_ && depth_ > 0) {
-      while (scan_ + 8 <= size && !HasValueStop(Word(buf_.data() + scan_))) scan_ += 8;
+      scan_ = NextStop<ValueStops>(buf_.data(), scan_, size);
       if (scan_ >= size) break;
     }
     const char c = buf_[scan_];
