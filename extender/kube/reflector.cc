@@ -43,9 +43,9 @@ constexpr uint64_t ValueStops(uint64_t w) {
   return HasByte(w, '"') | HasByte(w, '{') | HasByte(w, '}') | HasByte(w, '[') | HasByte(w, ']');
 }
 
-/// From `at`, the index of the first byte of buf[0, size) that `stops` marks, eight bytes at a
-/// time; `size` when none does (the last size % 8 bytes are left for the caller to read one by
-/// one: the index then is the first of them).
+/// The index of the first byte at or after `at` that `Stops` marks, read eight bytes at a time.
+/// When fewer than eight bytes remain unread and none was marked, the index of the first of
+/// them (`size` if none remain): the caller reads those one by one.
 template <uint64_t (*Stops)(uint64_t)>
 size_t NextStop(const char* buf, size_t at, size_t size) {
   for (; at + 8 <= size; at += 8) {
@@ -68,10 +68,10 @@ absl::Status JsonStreamSplitter::Feed(std::string_view data,
   buf_.append(data);
   const size_t size = buf_.size();
   for (; scan_ < size; ++scan_) {
-    // Most of an event is the text of strings, and the rest is mostly keys, numbers and commas:
-    // skip eight bytes at a time to the next byte that can change the state (a quote or
-    // backslash in a string; a quote, brace or bracket inside a value).
-    // Jumps straight to that byte: keys and short values put one every few bytes.
+    // Only a quote or backslash in a string, or a quote, brace or bracket inside a value, can
+    // change the state: jump straight to the next one, eight bytes at a time. Keys and short
+    // values put one every few bytes, so reading on byte by byte within a word that holds one
+    // would read most bytes one at a time.
     if (in_string_ && !escape_) {
       scan_ = NextStop<StringStops>(buf_.data(), scan_, size);
       if (scan_ >= size) break;
