@@ -5,7 +5,11 @@
 //   - the filter verb of a pending pod the current plan covers, against the same filter with
 //     the queue module off (the same pipeline otherwise), interleaved;
 //   - the filter verb of a pod that just arrived (planned anew when plans are cheap; else it
-//     waits for the next plan, made at most every planReuseMilliseconds).
+//     waits for the next plan, made at most every planReuseMilliseconds);
+//   - a housekeeping pass in Kubernetes mode, as the leader runs it every 5 s, with the same
+//     pending jobs and waiting gangs on top: the reclaim check of every pod that waited past
+//     the grace, and the planning of gangs kube-scheduler keeps from berth's filter. Against
+//     the same pass on the same cluster with nothing pending.
 #include "bench/queue_bench.h"
 
 #include <chrono>
@@ -41,6 +45,17 @@ class AcceptBinder final : public extender::BinderInterface {
   absl::Status Bind(const core::Pod&, std::string_view) override { return absl::OkStatus(); }
 };
 
+/// The leader's evictor, counting what it is asked to evict (the pods stay: every pass sees the
+/// same cluster).
+class CountingEvictor final : public extender::EvictorInterface {
+ public:
+  absl::Status Evict(const core::Pod&, const core::Pod&, std::string_view) override {
+    ++evictions;
+    return absl::OkStatus();
+  }
+  int64_t evictions = 0;
+};
+
 /// Pending job `j` (one pod): queue j % queues, 4 to 16 CPUs and 16 GiB, every fifth with 2
 /// GPUs, one of the priority levels, created a second apart. More than the cluster holds.
 core::Pod PendingJob(int j, int queues, absl::Time t0) {
@@ -60,14 +75,45 @@ core::Pod PendingJob(int j, int queues, absl::Time t0) {
   return pod;
 }
 
+constexpr int kGangSize = 4;
+
+/// Waiting gang `g`: a PodGroup of minMember 4 and its 4 members (8 CPUs, 64 GiB and 4 GPUs
+/// each), in queue g % queues, made an hour before t0.
+std::vector<core::ModelEvent> WaitingGang(int g, int queues, absl::Time t0) {
+  std::vector<core::ModelEvent> events;
+  core::PodGroup group;
+  group.ns = "bench-gangs";
+  group.name = StrCat("gang-", g);
+  group.min_member = kGangSize;
+  events.emplace_back(core::PodGroupUpsert{.podgroup = group});
+  for (int m = 0; m < kGangSize; ++m) {
+    core::Pod pod;
+    pod.uid = StrCat("gang-", g, "-", m);
+    pod.ns = group.ns;
+    pod.name = StrCat(group.name, "-", m);
+    pod.scheduler_name = "berth-scheduler";
+    pod.labels.Set("berth.io/queue", StrCat("team-", g % queues));
+    pod.labels.Set("scheduling.x-k8s.io/pod-group", group.name);
+    pod.priority = 1000;
+    pod.creation = t0 - absl::Hours(1);
+    pod.request.Set(core::kCpu, 8000);
+    pod.request.Set(core::kMemory, int64_t{64} << 30);
+    pod.request.Set(core::kPods, 1);
+    pod.request.Set(core::kNvidiaGpu, 4);
+    events.emplace_back(core::PodUpsert{std::move(pod)});
+  }
+  return events;
+}
+
 struct Setup {
   core::RealClock clock;
   core::ClusterModel model{&clock};
   AcceptBinder binder;
+  CountingEvictor evictor;
   std::unique_ptr<extender::Service> service;
 };
 
-std::unique_ptr<Setup> Build(const ClusterProfile& p, int jobs, int queues, bool with_queue) {
+std::unique_ptr<Setup> Build(const ClusterProfile& p, int jobs, int queues, bool with_queue, int gangs = 0) {
   auto s = std::make_unique<Setup>();
   LoadModel(p, &s->model);
   std::vector<core::ModelEvent> events;
@@ -79,6 +125,9 @@ std::unique_ptr<Setup> Build(const ClusterProfile& p, int jobs, int queues, bool
   }
   const absl::Time t0 = absl::Now();
   for (int j = 0; j < jobs; ++j) events.emplace_back(core::PodUpsert{PendingJob(j, queues, t0)});
+  for (int g = 0; g < gangs; ++g) {
+    for (core::ModelEvent& e : WaitingGang(g, queues, t0)) events.push_back(std::move(e));
+  }
   s->model.Apply(events);
   policy::PolicyConfig config;
   if (!with_queue) config.admission = {"gpu-min-cpu", "gang"};
@@ -91,6 +140,7 @@ std::unique_ptr<Setup> Build(const ClusterProfile& p, int jobs, int queues, bool
   so.mode = extender::Mode::kKubernetes;  // the model is the API server's: filters learn nothing
   s->service = std::make_unique<extender::Service>(so, &s->model, *std::move(pipeline), &s->binder,
                                                    &s->clock);
+  s->service->SetEvictor(&s->evictor);
   return s;
 }
 
@@ -187,6 +237,34 @@ int RunQueueBench(bool quick) {
   std::printf("\nreused / baseline (p50): %.2fx; new pod / baseline (p50): %.1fx\n",
               static_cast<double>(covered.Percentile(50)) / std::max<int64_t>(baseline.Percentile(50), 1),
               static_cast<double>(fresh.Percentile(50)) / std::max<int64_t>(baseline.Percentile(50), 1));
+
+  // Housekeeping, as the leader runs it: the pending jobs above and waiting gangs, against the
+  // same cluster with nothing pending. Evictions are counted, not carried out, so every pass
+  // sees the same cluster.
+  const int gangs = quick ? 50 : 500;
+  LatencyStats housekeeping, empty_housekeeping;
+  int64_t evictions = 0;
+  {
+    std::unique_ptr<Setup> full = Build(p, jobs, queues, true, gangs);
+    std::unique_ptr<Setup> none = Build(p, 0, queues, true);
+    for (int r = 0; r < rounds; ++r) {
+      int64_t t = Now();
+      none->service->Housekeeping();
+      empty_housekeeping.Add(Now() - t);
+      t = Now();
+      full->service->Housekeeping();
+      housekeeping.Add(Now() - t);
+    }
+    evictions = full->evictor.evictions;
+  }
+  std::printf("\n| housekeeping pass | runs | p50 / mean / p99 ms |\n|---|---|---|\n");
+  const std::string with = StrCat("pending jobs as above and ", gangs, " waiting gangs of ", kGangSize);
+  Line(with.c_str(), housekeeping);
+  Line("baseline: the same cluster, nothing pending", empty_housekeeping);
+  std::printf("\nhousekeeping / baseline (p50): %.1fx; evictions asked over the passes: %lld\n",
+              static_cast<double>(housekeeping.Percentile(50)) /
+                  std::max<int64_t>(empty_housekeeping.Percentile(50), 1),
+              static_cast<long long>(evictions));
   std::printf("peak RSS: %.1f MiB\n", PeakRssKiB() / 1024.0);
   if (failures > 0) std::fprintf(stderr, "%d check(s) FAILED\n", failures);
   return failures == 0 ? 0 : 1;

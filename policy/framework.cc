@@ -66,7 +66,9 @@ bool WaitsForNode(const core::ClusterState& state, const core::Pod& pod,
 
 Framework::Framework(std::unique_ptr<Pipeline> pipeline, FrameworkOptions options,
                      core::ClusterModel* model, const core::Clock* clock)
-    : pipeline_(std::move(pipeline)), options_(std::move(options)), model_(model), clock_(clock) {}
+    : pipeline_(std::move(pipeline)), options_(std::move(options)), model_(model), clock_(clock) {
+  if (FairShare* book = pipeline_->fair_share()) book->SetClock(clock_);
+}
 
 NodeVerdict Framework::QueueVerdict(const core::ClusterState& state, const core::Pod& pod) const {
   FairShare* book = pipeline_->fair_share();

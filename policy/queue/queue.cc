@@ -367,7 +367,7 @@ std::shared_ptr<const AdmissionPlan> FairShare::PlanFor(const core::ClusterState
   // A pod the model does not hold (a watch behind kube-scheduler) is not the plan's to judge
   // (AdmissionVerdict lets it through): no new plan for it.
   if (last_ != nullptr && !uid.empty() && state.FindPod(uid) == nullptr) return last_;
-  if (last_ != nullptr && last_->time <= now && now - last_->time < config_.plan_reuse &&
+  if (Recent(now) &&
       (last_->generation == state.generation() || (!uid.empty() && last_->Covers(uid)) ||
        state.pod_count() > kCheapPlanPods)) {
     return last_;
@@ -375,31 +375,36 @@ std::shared_ptr<const AdmissionPlan> FairShare::PlanFor(const core::ClusterState
   return MakeTimed(state, now);
 }
 
+bool FairShare::Recent(absl::Time now) const {
+  return last_ != nullptr && last_->time <= now && now - last_->time < config_.plan_reuse + last_making_;
+}
+
 void FairShare::CopyBookFrom(FairShare& other) {
   if (&other == this) return;
   std::map<std::string, Flow, std::less<>> flows;
   std::map<std::string, Charge, std::less<>> charges;
   std::shared_ptr<const AdmissionPlan> last;
-  absl::Duration cost;
+  absl::Duration cost, making;
   {
     absl::MutexLock lock(&other.mu_);
     flows = other.flows_;
     charges = other.charges_;
     last = other.last_;
     cost = other.last_cost_;
+    making = other.last_making_;
   }
   absl::MutexLock lock(&mu_);
   flows_ = std::move(flows);
   charges_ = std::move(charges);
   last_ = std::move(last);
   last_cost_ = cost;
+  last_making_ = making;
 }
 
 std::shared_ptr<const AdmissionPlan> FairShare::Published(const core::ClusterState& state,
                                                           absl::Time now) {
   absl::MutexLock lock(&mu_);
-  if (last_ != nullptr && last_->generation == state.generation() && last_->time <= now &&
-      now - last_->time < config_.plan_reuse) {
+  if (Recent(now) && last_->generation == state.generation()) {
     return last_;
   }
   // No plan of this state yet: one made on copies of the book and not kept, so that reading
@@ -421,8 +426,10 @@ std::shared_ptr<const AdmissionPlan> FairShare::Replan(const core::ClusterState&
 std::shared_ptr<const AdmissionPlan> FairShare::MakeTimed(const core::ClusterState& state,
                                                           absl::Time now) {
   const auto start = std::chrono::steady_clock::now();
+  const absl::Time began = clock_ != nullptr ? clock_->Now() : now;
   last_ = Make(state, now);
   last_cost_ = absl::FromChrono(std::chrono::steady_clock::now() - start);
+  last_making_ = clock_ != nullptr ? std::max(absl::ZeroDuration(), clock_->Now() - began) : absl::ZeroDuration();
   return last_;
 }
 

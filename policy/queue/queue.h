@@ -13,6 +13,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "core/clock.h"
 #include "core/cluster_model.h"
 #include "core/strings.h"
 #include "policy/config.h"
@@ -202,6 +203,12 @@ class FairShare {
   /// whether it could start by reclaiming). Set once, before the first plan; the pipeline owns
   /// this book.
   void SetPipeline(const Pipeline* pipeline) { pipeline_ = pipeline; }
+  /// The clock callers take `now` from (berth's: real in `berth serve`, virtual in simulations).
+  /// Set once, before the first plan. A plan is then reused for planReuse from when it was done
+  /// on this clock, not from when it began: a plan that took longer than planReuse to make
+  /// would otherwise be too old for the next caller, who would make another, and so on for
+  /// every pod asked about. Unset: from when it began.
+  void SetClock(const core::Clock* clock) { clock_ = clock; }
   const UsageMeter& meter() const { return meter_; }
 
   /// Takes `other`'s memory (each queue's flow, the budget charged to live jobs, the last plan),
@@ -219,6 +226,7 @@ class FairShare {
   const QueueConfig config_;
   const std::string scheduler_name_;
   const Pipeline* pipeline_ = nullptr;
+  const core::Clock* clock_ = nullptr;
   const UsageMeter meter_;
   absl::Mutex mu_;
   struct Flow {
@@ -235,6 +243,10 @@ class FairShare {
   std::shared_ptr<const AdmissionPlan> last_ ABSL_GUARDED_BY(mu_);
   /// Wall time the last plan took to make.
   absl::Duration last_cost_ ABSL_GUARDED_BY(mu_);
+  /// What the last plan took to make on clock_ (0 without one, and in virtual time).
+  absl::Duration last_making_ ABSL_GUARDED_BY(mu_);
+  /// Whether the last plan is young enough to be reused at `now`.
+  bool Recent(absl::Time now) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 };
 
 /// Module "queue", at PreFilter: a managed pod that waits in a queue is unresolvable everywhere

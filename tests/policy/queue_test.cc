@@ -81,5 +81,48 @@ TEST_CASE("fair share: in a large cluster a pod that just arrived waits for the 
   CHECK(AdmissionVerdict(*next, *model.Read(), late).ok());
 }
 
+/// A clock on which every reading is a second after the one before: a plan made between two
+/// readings took a second.
+class TickingClock final : public core::Clock {
+ public:
+  explicit TickingClock(absl::Time start) : next_(start) {}
+  absl::Time Now() const override {
+    absl::MutexLock lock(&mu_);
+    const absl::Time t = next_;
+    next_ += absl::Seconds(1);
+    return t;
+  }
+
+ private:
+  mutable absl::Mutex mu_;
+  mutable absl::Time next_ ABSL_GUARDED_BY(mu_);
+};
+
+TEST_CASE("fair share: a plan is reused for planReuse from when it was done, not from when it began", "[queue]") {
+  // A plan that takes longer than planReuse to make must still serve the callers after it;
+  // counted from its start, it was too old for the next pod, and a housekeeping pass made a
+  // plan per waiting pod (berth_bench --queues, "housekeeping pass").
+  core::FakeClock model_clock;
+  core::ClusterModel model(&model_clock);
+  Fill(model, 4, 2);
+  QueueConfig config;
+  config.plan_reuse = absl::Milliseconds(250);
+  FairShare book(config, "berth-scheduler");
+  const absl::Time t0 = absl::FromUnixSeconds(1'800'000'000);
+  TickingClock clock(t0);
+  book.SetClock(&clock);
+  model.Apply(core::PodUpsert{Managed(CorePod("a", "", 1000, kGi))});
+  // Asked at t0; the plan is done a second later on the book's clock.
+  auto first = book.PlanFor(*model.Read(), t0, "a");
+  REQUIRE(first->JobOf("a") != nullptr);
+  model.Apply(core::NodeUpsert{CoreNode("n-late", 8000, 32 * kGi)});
+  // 1.2 s after it began, 0.2 s after it was done: reused (it covers "a").
+  CHECK(book.PlanFor(*model.Read(), t0 + absl::Milliseconds(1200), "a") == first);
+  // 1.3 s after it began: planReuse after it was done has passed.
+  auto next = book.PlanFor(*model.Read(), t0 + absl::Milliseconds(1300), "a");
+  CHECK(next != first);
+  CHECK(next->JobOf("a") != nullptr);
+}
+
 }  // namespace
 }  // namespace berth::policy
