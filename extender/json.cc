@@ -1,5 +1,8 @@
 #include "extender/json.h"
 
+#include <algorithm>
+#include <bit>
+#include <cctype>
 #include <charconv>
 #include <cstring>
 #include <vector>
@@ -270,8 +273,116 @@ inline bool AnySpecialByte(uint64_t w) {
   return ((w & kHigh) | control | has_zero(w ^ (kOnes * '"')) | has_zero(w ^ (kOnes * '\\'))) != 0;
 }
 
+namespace {
+
+// True if no byte of `s` needs a look: every eight-byte word clean, the last one read
+// overlapping its predecessor (or, below eight bytes, padded with a plain letter).
+bool AllPlain(std::string_view s) {
+  const size_t n = s.size();
+  if (n < 8) {
+    uint64_t w = 0x6161616161616161ULL;  // 'a' x 8
+    if (n > 0) std::memcpy(&w, s.data(), n);
+    return !AnySpecialByte(w);
+  }
+  uint64_t w;
+  for (size_t i = 0; i + 8 <= n; i += 8) {
+    std::memcpy(&w, s.data() + i, 8);
+    if (AnySpecialByte(w)) return false;
+  }
+  std::memcpy(&w, s.data() + n - 8, 8);
+  return !AnySpecialByte(w);
+}
+
+}  // namespace
+
+std::string_view FirstMemberValue(std::string_view text, std::string_view key) {
+  size_t i = 0;
+  const size_t n = text.size();
+  auto expect = [&](char c) {
+    while (i < n && (text[i] == ' ' || text[i] == '\t' || text[i] == '\n' || text[i] == '\r')) ++i;
+    if (i >= n || text[i] != c) return false;
+    ++i;
+    return true;
+  };
+  if (!expect('{') || !expect('"')) return {};
+  const size_t key_begin = i;
+  while (i < n && text[i] != '"' && text[i] != '\\') ++i;
+  if (i >= n || text[i] != '"') return {};
+  const std::string_view found = text.substr(key_begin, i - key_begin);
+  ++i;
+  if (found.size() != key.size() ||
+      !std::equal(found.begin(), found.end(), key.begin(), [](char a, char b) {
+        return std::tolower(static_cast<unsigned char>(a)) == std::tolower(static_cast<unsigned char>(b));
+      })) {
+    return {};
+  }
+  if (!expect(':')) return {};
+  while (i < n && (text[i] == ' ' || text[i] == '\t' || text[i] == '\n' || text[i] == '\r')) ++i;
+  return text.substr(i);
+}
+
+std::string_view LeadingObject(std::string_view text) {
+  if (text.empty() || text[0] != '{') return {};
+  // The object ends at the brace that brings the depth back to zero; braces and brackets inside
+  // strings do not count, and an escaped quote does not end a string. Most of a pod's bytes are
+  // inside strings, where only a quote or a backslash matters: those are skipped to eight bytes
+  // at a time (the lowest byte the subtract-and-mask test flags is always a true match).
+  // Structure between strings is a few bytes and is read one by one. Measured on a captured
+  // pod: 0.8 ns a byte, against 1.6 for jumping to any of the six bytes everywhere and 2.1 for
+  // a plain byte loop.
+  constexpr uint64_t kOnes = 0x0101010101010101ULL;
+  constexpr uint64_t kHigh = 0x8080808080808080ULL;
+  auto zero_bytes = [](uint64_t x) { return (x - kOnes) & ~x & kHigh; };
+  const size_t n = text.size();
+  const char* p = text.data();
+  int64_t depth = 0;
+  size_t i = 0;
+  while (i < n) {
+    const char c = p[i++];
+    if (c == '"') {
+      for (;;) {
+        while (i + 8 <= n) {
+          uint64_t w;
+          std::memcpy(&w, p + i, 8);
+          const uint64_t m = zero_bytes(w ^ (kOnes * '"')) | zero_bytes(w ^ (kOnes * '\\'));
+          if (m == 0) {
+            i += 8;
+            continue;
+          }
+          i += static_cast<size_t>(std::countr_zero(m)) / 8;
+          break;
+        }
+        if (i >= n) return {};
+        const char d = p[i++];
+        if (d == '"') break;
+        if (d == '\\') ++i;  // the escaped byte, whatever it is
+      }
+    } else if (c == '{' || c == '[') {
+      ++depth;
+    } else if ((c == '}' || c == ']') && --depth == 0) {
+      return text.substr(0, i);
+    }
+  }
+  return {};
+}
+
+std::string_view FirstMemberObjectText(std::string_view text, std::string_view key) {
+  return LeadingObject(FirstMemberValue(text, key));
+}
+
 void AppendJsonString(std::string* out, std::string_view s) {
   static constexpr char kHex[] = "0123456789abcdef";
+  // A node name, the string answers carry hundreds of: checked a word at a time and copied
+  // with its quotes in one go (1,360 names a pod at 680 candidates made this loop show).
+  if (AllPlain(s)) {
+    const size_t at = out->size();
+    out->resize(at + s.size() + 2);
+    char* p = out->data() + at;
+    p[0] = '"';
+    if (!s.empty()) std::memcpy(p + 1, s.data(), s.size());
+    p[s.size() + 1] = '"';
+    return;
+  }
   out->push_back('"');
   size_t run = 0;  // start of the current run of characters copied as they are
   size_t i = 0;

@@ -53,15 +53,56 @@ absl::StatusOr<std::string_view> EnvelopeString(simdjson::dom::object obj, std::
 
 }  // namespace
 
+std::optional<core::Pod> DecodedPodCache::Find(std::string_view rest,
+                                               const core::ResourceNames& names) const {
+  absl::MutexLock lock(&mu_);
+  if (names_ != &names || names_size_ != names.size() || text_.empty() || !rest.starts_with(text_)) {
+    return std::nullopt;
+  }
+  ++hits_;
+  return pod_;
+}
+
+void DecodedPodCache::Remember(std::string_view text, const core::ResourceNames& names,
+                               const core::Pod& pod) {
+  absl::MutexLock lock(&mu_);
+  text_.assign(text);
+  names_ = &names;
+  names_size_ = names.size();
+  pod_ = pod;
+}
+
+int64_t DecodedPodCache::hits() const {
+  absl::MutexLock lock(&mu_);
+  return hits_;
+}
+
 absl::StatusOr<ExtenderArgs> DecodeExtenderArgs(simdjson::dom::element root,
-                                                const core::ResourceNames& names) {
+                                                const core::ResourceNames& names,
+                                                std::string_view body, DecodedPodCache* cache) {
   const JsonPath top;
   absl::StatusOr<simdjson::dom::object> obj = AsObject(root, top.Field("ExtenderArgs"));
   if (!obj.ok()) return obj.status();
   ExtenderArgs args;
-  absl::StatusOr<core::Pod> pod = DecodeEnvelopePod(*obj, "ExtenderArgs", names);
-  if (!pod.ok()) return pod.status();
-  args.pod = *std::move(pod);
+  // The pod's text is a key only when it is the one member of its name that the decoder reads:
+  // with two members named "pod" in any case, the text found first might not be the one decoded.
+  std::string_view pod_rest;  // from the pod's first byte to the end of the body
+  if (cache != nullptr) {
+    pod_rest = FirstMemberValue(body, "pod");
+    int named_pod = 0;
+    for (auto member : *obj) named_pod += EqualsIgnoreCase(member.key, "pod") ? 1 : 0;
+    if (named_pod != 1) pod_rest = {};
+  }
+  if (std::optional<core::Pod> known = pod_rest.empty() ? std::nullopt : cache->Find(pod_rest, names)) {
+    args.pod = *std::move(known);
+  } else {
+    absl::StatusOr<core::Pod> pod = DecodeEnvelopePod(*obj, "ExtenderArgs", names);
+    if (!pod.ok()) return pod.status();
+    args.pod = *std::move(pod);
+    if (const std::string_view text = LeadingObject(pod_rest); !text.empty()) {
+      cache->Remember(text, names, args.pod);
+    }
+  }
 
   if (auto names_el = Envelope(*obj, "NodeNames")) {
     simdjson::dom::array arr;
@@ -72,9 +113,14 @@ absl::StatusOr<ExtenderArgs> DecodeExtenderArgs(simdjson::dom::element root,
     args.node_names.reserve(arr.size());
     int64_t i = 0;
     for (simdjson::dom::element el : arr) {
-      auto s = AsString(el, top.Item("NodeNames", i++));
-      if (!s.ok()) return s.status();
-      args.node_names.push_back(*s);
+      // Hundreds of names a call: read directly, and the error (with its path) built only for
+      // one that is not a string.
+      std::string_view name;
+      if (el.get_string().get(name) != simdjson::SUCCESS) {
+        return AsString(el, top.Item("NodeNames", i)).status();
+      }
+      args.node_names.push_back(name);
+      ++i;
     }
     return args;
   }

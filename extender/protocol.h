@@ -10,6 +10,7 @@
 #include "core/objects.h"
 #include "core/resources.h"
 #include "extender/answer_form.h"
+#include "extender/decoded_pod_cache.h"
 #include "policy/verdict.h"
 #include "simdjson.h"
 
@@ -52,8 +53,12 @@ struct PreemptionArgs {
   std::vector<PreemptionCandidate> candidates;
 };
 
+/// Decodes ExtenderArgs. With `cache`, `body` must be the text `root` was parsed from: a pod
+/// whose text the cache remembers is not decoded again, and a decoded one is remembered.
 absl::StatusOr<ExtenderArgs> DecodeExtenderArgs(simdjson::dom::element root,
-                                                const core::ResourceNames& names);
+                                                const core::ResourceNames& names,
+                                                std::string_view body = {},
+                                                DecodedPodCache* cache = nullptr);
 absl::StatusOr<BindingArgs> DecodeBindingArgs(simdjson::dom::element root);
 absl::StatusOr<PreemptionArgs> DecodePreemptionArgs(simdjson::dom::element root,
                                                     const core::ResourceNames& names);

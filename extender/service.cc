@@ -288,7 +288,7 @@ void Service::Learn(const core::Pod& pod, std::vector<core::NodeUpsert> nodes) {
 Reply Service::FilterVerb(std::string_view body, std::vector<policy::NodeVerdict>* verdicts_out) {
   ParsedBody parsed;
   if (absl::Status s = parsed.Parse(body); !s.ok()) return VerbErrorReply(400, ToStd(s.message()));
-  absl::StatusOr<ExtenderArgs> args = DecodeExtenderArgs(parsed.root(), model_->resources());
+  absl::StatusOr<ExtenderArgs> args = DecodeExtenderArgs(parsed.root(), model_->resources(), body, &verb_pods_);
   if (!args.ok()) return VerbErrorReply(400, ToStd(args.status().message()));
   if (options_.mode == Mode::kStandalone) {
     std::vector<core::NodeUpsert> nodes;
@@ -373,7 +373,7 @@ policy::FairShare* Service::fair_share() const { return pipeline_->fair_share();
 Reply Service::PrioritizeVerb(std::string_view body) {
   ParsedBody parsed;
   if (absl::Status s = parsed.Parse(body); !s.ok()) return VerbErrorReply(400, ToStd(s.message()));
-  absl::StatusOr<ExtenderArgs> args = DecodeExtenderArgs(parsed.root(), model_->resources());
+  absl::StatusOr<ExtenderArgs> args = DecodeExtenderArgs(parsed.root(), model_->resources(), body, &verb_pods_);
   if (!args.ok()) return VerbErrorReply(400, ToStd(args.status().message()));
   const std::vector<int64_t> scores = framework_->Score(args->pod, args->node_names);
   if (spdlog::should_log(spdlog::level::debug)) {

@@ -19,6 +19,7 @@
 #include "core/clock.h"
 #include "core/cluster_model.h"
 #include "extender/answer_form.h"
+#include "extender/decoded_pod_cache.h"
 #include "extender/intents.h"
 #include "extender/metrics.h"
 #include "nlohmann/json_fwd.hpp"
@@ -355,6 +356,9 @@ class Service {
   /// Writes the due Events (deduplicated, rate-limited). \return how many were written.
   int WriteWaitingEvents(absl::Time now);
   mutable extender::Metrics metrics_;
+  /// The pod the last filter or prioritize decoded: the prioritize that follows a filter sends
+  /// the same pod.
+  DecodedPodCache verb_pods_;
   /// Evictions, nudges and Events recorded by verbs and ticks, carried out by its worker.
   IntentQueue intents_;
   /// Pods that passed admission at the last tick, and nudges asked for since.

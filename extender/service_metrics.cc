@@ -73,6 +73,11 @@ Reply Service::Metrics() const {
            "names was full.");
   w.Sample("berth_resource_names_refused_total", {}, static_cast<double>(names.refusals()));
 
+  w.Family("berth_verb_pods_reused_total", "counter",
+           "Filter and prioritize requests whose pod was taken from the previous verb's decode "
+           "(the same text): kube-scheduler's prioritize repeats its filter's pod.");
+  w.Sample("berth_verb_pods_reused_total", {}, static_cast<double>(verb_pods_.hits()));
+
   auto view = model_->Read();
   auto gauge = [&](std::string_view name, std::string_view help, double v) {
     w.Family(name, "gauge", help);

@@ -1,7 +1,6 @@
 #include "policy/queue/queue.h"
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <limits>
 #include <queue>
@@ -384,20 +383,18 @@ void FairShare::CopyBookFrom(FairShare& other) {
   std::map<std::string, Flow, std::less<>> flows;
   std::map<std::string, Charge, std::less<>> charges;
   std::shared_ptr<const AdmissionPlan> last;
-  absl::Duration cost, making;
+  absl::Duration making;
   {
     absl::MutexLock lock(&other.mu_);
     flows = other.flows_;
     charges = other.charges_;
     last = other.last_;
-    cost = other.last_cost_;
     making = other.last_making_;
   }
   absl::MutexLock lock(&mu_);
   flows_ = std::move(flows);
   charges_ = std::move(charges);
   last_ = std::move(last);
-  last_cost_ = cost;
   last_making_ = making;
 }
 
@@ -425,10 +422,8 @@ std::shared_ptr<const AdmissionPlan> FairShare::Replan(const core::ClusterState&
 
 std::shared_ptr<const AdmissionPlan> FairShare::MakeTimed(const core::ClusterState& state,
                                                           absl::Time now) {
-  const auto start = std::chrono::steady_clock::now();
   const absl::Time began = clock_ != nullptr ? clock_->Now() : now;
   last_ = Make(state, now);
-  last_cost_ = absl::FromChrono(std::chrono::steady_clock::now() - start);
   last_making_ = clock_ != nullptr ? std::max(absl::ZeroDuration(), clock_->Now() - began) : absl::ZeroDuration();
   return last_;
 }

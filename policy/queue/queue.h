@@ -219,7 +219,7 @@ class FairShare {
  private:
   std::shared_ptr<const AdmissionPlan> Make(const core::ClusterState& state, absl::Time now)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  /// Make, remembering the plan and what it cost.
+  /// Make, remembering the plan and how long it took on clock_.
   std::shared_ptr<const AdmissionPlan> MakeTimed(const core::ClusterState& state, absl::Time now)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
@@ -241,8 +241,6 @@ class FairShare {
   };
   std::map<std::string, Charge, std::less<>> charges_ ABSL_GUARDED_BY(mu_);
   std::shared_ptr<const AdmissionPlan> last_ ABSL_GUARDED_BY(mu_);
-  /// Wall time the last plan took to make.
-  absl::Duration last_cost_ ABSL_GUARDED_BY(mu_);
   /// What the last plan took to make on clock_ (0 without one, and in virtual time).
   absl::Duration last_making_ ABSL_GUARDED_BY(mu_);
   /// Whether the last plan is young enough to be reused at `now`.

@@ -81,6 +81,75 @@ TEST_CASE("AppendJsonString output is read back as the same string", "[json]") {
   CHECK(nlohmann::json::parse(q).get<std::string>() == all);
 }
 
+TEST_CASE("AppendJsonString escapes a special byte at every position of every length", "[json]") {
+  // Plain text is checked eight bytes at a time, the last word overlapping and short text
+  // padded: a special byte must be found wherever it sits.
+  for (size_t len = 1; len <= 25; ++len) {
+    for (size_t at = 0; at < len; ++at) {
+      for (char special : {'"', '\\', '\n', '\x01'}) {
+        std::string text(len, 'n');
+        text[at] = special;
+        const std::string q = Quoted(text);
+        INFO("length " << len << ", special byte at " << at);
+        REQUIRE(nlohmann::json::accept(q));
+        CHECK(nlohmann::json::parse(q).get<std::string>() == text);
+        CHECK(q.size() > text.size() + 2);
+      }
+    }
+    const std::string plain(len, 'n');
+    CHECK(Quoted(plain) == "\"" + plain + "\"");
+  }
+}
+
+TEST_CASE("AppendJsonString appends to what is already there", "[json]") {
+  std::string out = "[";
+  AppendJsonString(&out, "gpu-node-0001.zone-a.example.internal");
+  out.push_back(',');
+  AppendJsonString(&out, "n1");
+  CHECK(out == R"(["gpu-node-0001.zone-a.example.internal","n1")");
+}
+
+TEST_CASE("FirstMemberObjectText finds the text of the first member's object", "[json]") {
+  CHECK(FirstMemberObjectText(R"({"pod":{"a":1},"nodenames":["x"]})", "pod") == R"({"a":1})");
+  // Any case of the key, and whitespace anywhere JSON allows it.
+  CHECK(FirstMemberObjectText(" {\n \"Pod\" :\t{ \"a\" : [1, {\"b\":2}] } , \"x\":1}", "pod") ==
+        R"({ "a" : [1, {"b":2}] })");
+  // Braces, brackets and escaped quotes inside strings do not end it.
+  CHECK(FirstMemberObjectText(R"({"pod":{"m":"} ] \" }","n":{}},"x":{}})", "pod") ==
+        R"({"m":"} ] \" }","n":{}})");
+  CHECK(FirstMemberObjectText(R"({"pod":{"m":"a\\"},"x":1})", "pod") == R"({"m":"a\\"})");
+  // Not found: another first member, a value that is not an object, an escaped key, truncated.
+  CHECK(FirstMemberObjectText(R"({"nodenames":[],"pod":{}})", "pod").empty());
+  CHECK(FirstMemberObjectText(R"({"pod":null})", "pod").empty());
+  CHECK(FirstMemberObjectText(R"({"pod":[{}]})", "pod").empty());
+  CHECK(FirstMemberObjectText(R"({"p\u006fd":{}})", "pod").empty());
+  CHECK(FirstMemberObjectText(R"({"pods":{}})", "pod").empty());
+  CHECK(FirstMemberObjectText(R"({"pod":{"a":{})", "pod").empty());
+  CHECK(FirstMemberObjectText(R"([{"pod":{}}])", "pod").empty());
+  CHECK(FirstMemberObjectText("", "pod").empty());
+}
+
+TEST_CASE("LeadingObject ends at the right brace wherever the special bytes sit", "[json]") {
+  // The scan jumps eight bytes at a time: braces, brackets, quotes and backslashes inside
+  // strings, at every offset, must neither end the object early nor be missed.
+  for (size_t pad = 0; pad < 20; ++pad) {
+    const std::string filler(pad, 'x');
+    for (std::string_view inside : {R"(})", R"(])", R"({)", R"(\")", R"(\\)", R"(\\\")"}) {
+      const std::string object = StrCat(R"({"a":")", filler, inside, filler, R"(","b":[1,{"c":"}"}],)",
+                                        R"("d":{}})");
+      REQUIRE(nlohmann::json::accept(object));
+      INFO(object);
+      CHECK(LeadingObject(StrCat(object, R"(,"NodeNames":["n"]})")) == object);
+      CHECK(LeadingObject(object) == object);
+      CHECK(LeadingObject(object.substr(0, object.size() - 1)).empty());
+    }
+  }
+  CHECK(LeadingObject("").empty());
+  CHECK(LeadingObject(R"([{}])").empty());
+  CHECK(LeadingObject(R"( {})").empty());
+  CHECK(FirstMemberValue(R"({ "Pod" : {"x":1},"y":2})", "pod") == R"({"x":1},"y":2})");
+}
+
 TEST_CASE("JsonWriter builds objects and arrays with the right separators", "[json]") {
   std::string out;
   JsonWriter w(&out);

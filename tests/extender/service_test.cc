@@ -19,6 +19,7 @@
 #include "core/clock.h"
 #include "core/cluster_model.h"
 #include "core/resources.h"
+#include "core/strings.h"
 #include "extender/demo_cluster.h"
 #include "extender/json.h"
 #include "extender/k8s_codec.h"
@@ -196,6 +197,82 @@ TEST_CASE("service: a pod too big for a node is rejected there with a reason and
     REQUIRE(v.size() == 2);
     CHECK(Contains(v[0].message, "memory"));
   }
+}
+
+TEST_CASE("decoded pod cache: a value that begins with the remembered object is that object") {
+  core::FakeClock clock;
+  core::ClusterModel model{&clock};
+  core::ClusterModel other{&clock};
+  extender::DecodedPodCache cache;
+  core::Pod pod;
+  pod.name = "p";
+  CHECK_FALSE(cache.Find(R"({"a":1})", model.resources()).has_value());
+  cache.Remember(R"({"a":1})", model.resources(), pod);
+  const std::optional<core::Pod> hit = cache.Find(R"({"a":1},"NodeNames":["n"]})", model.resources());
+  REQUIRE(hit.has_value());
+  CHECK(hit->name == "p");
+  CHECK_FALSE(cache.Find(R"({"a":12},"NodeNames":["n"]})", model.resources()).has_value());
+  CHECK_FALSE(cache.Find(R"({"a":1)", model.resources()).has_value());
+  CHECK_FALSE(cache.Find("", model.resources()).has_value());
+  CHECK_FALSE(cache.Find(R"({"a":1})", other.resources()).has_value());
+  CHECK(cache.hits() == 1);
+}
+
+TEST_CASE("service: a verb takes the previous verb's pod only when the pod's text is the same") {
+  Harness h;
+  h.Apply(Json::array({Event("ADDED", MakeNode("small").Cpu("8").Memory("32Gi").Obj()),
+                       Event("ADDED", MakeNode("big").Cpu("64").Memory("256Gi").Obj())}));
+  // As kube-scheduler writes it: the pod first, then the names.
+  auto body = [](const Json& pod, std::string_view names = R"(["small","big"])") {
+    return StrCat(R"({"Pod":)", pod.dump(), R"(,"NodeNames":)", names, "}");
+  };
+  auto reused = [&] {
+    const std::string text = h.service().Metrics().body;
+    const std::string key = "\nberth_verb_pods_reused_total ";
+    const size_t at = text.find(key);
+    REQUIRE(at != std::string::npos);
+    return std::stoll(text.substr(at + key.size()));
+  };
+  auto passed = [&](const Reply& r) {
+    const Json j = Ok(r);
+    REQUIRE(j["NodeNames"].is_array());
+    return j["NodeNames"].get<std::vector<std::string>>();
+  };
+  const MakePod fits_both = MakePod("train").Uid("u-1").Cpu("4");
+  const MakePod big_only = MakePod("train").Uid("u-1").Cpu("16");
+  const int64_t before = reused();
+
+  // kube-scheduler's prioritize repeats its filter's pod: decoded once.
+  CHECK(passed(h.service().Filter(body(fits_both.Obj()))) == std::vector<std::string>{"small", "big"});
+  const Json scores = Ok(h.service().Prioritize(body(fits_both.Obj())));
+  REQUIRE(scores.is_array());
+  CHECK(scores.size() == 2);
+  CHECK(reused() == before + 1);
+
+  // The same pod (same uid and name) with another request is decoded again, not taken.
+  CHECK(passed(h.service().Filter(body(big_only.Obj()))) == std::vector<std::string>{"big"});
+  CHECK(reused() == before + 1);
+  CHECK(passed(h.service().Filter(body(fits_both.Obj()))) == std::vector<std::string>{"small", "big"});
+
+  // Two members named "pod" (in any case): the text found first is not necessarily the one
+  // decoded, so neither is remembered by its text.
+  const std::string twice = StrCat(R"({"pod":)", fits_both.Obj().dump(), R"(,"Pod":)",
+                                   big_only.Obj().dump(), R"(,"NodeNames":["small","big"]})");
+  CHECK(passed(h.service().Filter(twice)) == std::vector<std::string>{"big"});
+  const std::string first_only = StrCat(R"({"pod":)", fits_both.Obj().dump(), R"(,"NodeNames":["small","big"]})");
+  // This one is the pod the filter before `twice` remembered (the key's case is not part of
+  // the pod's text): taken, and the answer is that pod's.
+  CHECK(passed(h.service().Filter(first_only)) == std::vector<std::string>{"small", "big"});
+  CHECK(reused() == before + 2);
+
+  // A resource name the table learns after a decode changes what a decode gives: a pod asking
+  // for it fits nowhere while no node has it, and fits once one does.
+  const MakePod wants_fpga = MakePod("fpga").Uid("u-2").Cpu("1").Request("example.com/fpga", "1");
+  CHECK(passed(h.service().Filter(body(wants_fpga.Obj()))).empty());
+  h.Apply(Json::array({Event("ADDED", MakeNode("fpga-node").Cpu("8").Memory("32Gi")
+                                          .Allocatable("example.com/fpga", "2").Obj())}));
+  CHECK(passed(h.service().Filter(body(wants_fpga.Obj(), R"(["small","fpga-node"])"))) ==
+        std::vector<std::string>{"fpga-node"});
 }
 
 // ---- the bind ledger -------------------------------------------------------------------------
