@@ -1,8 +1,6 @@
 #include "extender/json.h"
 
-#include <algorithm>
 #include <bit>
-#include <cctype>
 #include <charconv>
 #include <cstring>
 #include <vector>
@@ -295,30 +293,27 @@ bool AllPlain(std::string_view s) {
 
 }  // namespace
 
-std::string_view FirstMemberValue(std::string_view text, std::string_view key) {
+std::optional<std::pair<std::string_view, std::string_view>> FirstMember(std::string_view text) {
   size_t i = 0;
   const size_t n = text.size();
-  auto expect = [&](char c) {
+  auto skip_space = [&] {
     while (i < n && (text[i] == ' ' || text[i] == '\t' || text[i] == '\n' || text[i] == '\r')) ++i;
+  };
+  auto expect = [&](char c) {
+    skip_space();
     if (i >= n || text[i] != c) return false;
     ++i;
     return true;
   };
-  if (!expect('{') || !expect('"')) return {};
+  if (!expect('{') || !expect('"')) return std::nullopt;
   const size_t key_begin = i;
   while (i < n && text[i] != '"' && text[i] != '\\') ++i;
-  if (i >= n || text[i] != '"') return {};
-  const std::string_view found = text.substr(key_begin, i - key_begin);
+  if (i >= n || text[i] != '"') return std::nullopt;
+  const std::string_view key = text.substr(key_begin, i - key_begin);
   ++i;
-  if (found.size() != key.size() ||
-      !std::equal(found.begin(), found.end(), key.begin(), [](char a, char b) {
-        return std::tolower(static_cast<unsigned char>(a)) == std::tolower(static_cast<unsigned char>(b));
-      })) {
-    return {};
-  }
-  if (!expect(':')) return {};
-  while (i < n && (text[i] == ' ' || text[i] == '\t' || text[i] == '\n' || text[i] == '\r')) ++i;
-  return text.substr(i);
+  if (!expect(':')) return std::nullopt;
+  skip_space();
+  return std::make_pair(key, text.substr(i));
 }
 
 std::string_view LeadingObject(std::string_view text) {
@@ -364,10 +359,6 @@ std::string_view LeadingObject(std::string_view text) {
     }
   }
   return {};
-}
-
-std::string_view FirstMemberObjectText(std::string_view text, std::string_view key) {
-  return LeadingObject(FirstMemberValue(text, key));
 }
 
 void AppendJsonString(std::string* out, std::string_view s) {

@@ -5,6 +5,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -56,15 +57,13 @@ class JsonDocument {
 /// valid only until the same thread parses again: decode it fully before the next call.
 absl::StatusOr<simdjson::dom::element> ParseReused(std::string_view text, size_t max_depth = 256);
 
-/// The text from the value of the first member of the JSON object `text` to the end of `text`,
-/// when that member's key is `key` (ASCII case-insensitive, without escapes); empty otherwise.
-std::string_view FirstMemberValue(std::string_view text, std::string_view key);
+/// The first member of the JSON object `text`: its key, when written without escapes, and the
+/// text from its value to the end of `text`. nullopt when `text` does not begin that way.
+std::optional<std::pair<std::string_view, std::string_view>> FirstMember(std::string_view text);
 /// The JSON object `text` begins with, up to its closing brace; empty if `text` does not begin
 /// with '{' or ends first. It checks only what it must to find the end: call it on text that
 /// parsed.
 std::string_view LeadingObject(std::string_view text);
-/// LeadingObject(FirstMemberValue(text, key)).
-std::string_view FirstMemberObjectText(std::string_view text, std::string_view key);
 
 /// Describes a JSON syntax error in `text` with line and column; used once a fast parse failed.
 std::string DescribeSyntaxError(std::string_view text);

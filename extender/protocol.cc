@@ -88,7 +88,9 @@ absl::StatusOr<ExtenderArgs> DecodeExtenderArgs(simdjson::dom::element root,
   // with two members named "pod" in any case, the text found first might not be the one decoded.
   std::string_view pod_rest;  // from the pod's first byte to the end of the body
   if (cache != nullptr) {
-    pod_rest = FirstMemberValue(body, "pod");
+    if (auto first = FirstMember(body); first && EqualsIgnoreCase(first->first, "pod")) {
+      pod_rest = first->second;
+    }
     int named_pod = 0;
     for (auto member : *obj) named_pod += EqualsIgnoreCase(member.key, "pod") ? 1 : 0;
     if (named_pod != 1) pod_rest = {};

@@ -109,24 +109,34 @@ TEST_CASE("AppendJsonString appends to what is already there", "[json]") {
   CHECK(out == R"(["gpu-node-0001.zone-a.example.internal","n1")");
 }
 
-TEST_CASE("FirstMemberObjectText finds the text of the first member's object", "[json]") {
-  CHECK(FirstMemberObjectText(R"({"pod":{"a":1},"nodenames":["x"]})", "pod") == R"({"a":1})");
-  // Any case of the key, and whitespace anywhere JSON allows it.
-  CHECK(FirstMemberObjectText(" {\n \"Pod\" :\t{ \"a\" : [1, {\"b\":2}] } , \"x\":1}", "pod") ==
+// The object that is the value of the first member, when that member is `key`.
+std::string_view FirstObject(std::string_view text, std::string_view key) {
+  const auto first = FirstMember(text);
+  return first && first->first == key ? LeadingObject(first->second) : std::string_view();
+}
+
+TEST_CASE("FirstMember and LeadingObject find the text of the first member's object", "[json]") {
+  CHECK(FirstObject(R"({"Pod":{"a":1},"NodeNames":["x"]})", "Pod") == R"({"a":1})");
+  // Whitespace anywhere JSON allows it.
+  CHECK(FirstObject(" {\n \"Pod\" :\t{ \"a\" : [1, {\"b\":2}] } , \"x\":1}", "Pod") ==
         R"({ "a" : [1, {"b":2}] })");
   // Braces, brackets and escaped quotes inside strings do not end it.
-  CHECK(FirstMemberObjectText(R"({"pod":{"m":"} ] \" }","n":{}},"x":{}})", "pod") ==
+  CHECK(FirstObject(R"({"Pod":{"m":"} ] \" }","n":{}},"x":{}})", "Pod") ==
         R"({"m":"} ] \" }","n":{}})");
-  CHECK(FirstMemberObjectText(R"({"pod":{"m":"a\\"},"x":1})", "pod") == R"({"m":"a\\"})");
-  // Not found: another first member, a value that is not an object, an escaped key, truncated.
-  CHECK(FirstMemberObjectText(R"({"nodenames":[],"pod":{}})", "pod").empty());
-  CHECK(FirstMemberObjectText(R"({"pod":null})", "pod").empty());
-  CHECK(FirstMemberObjectText(R"({"pod":[{}]})", "pod").empty());
-  CHECK(FirstMemberObjectText(R"({"p\u006fd":{}})", "pod").empty());
-  CHECK(FirstMemberObjectText(R"({"pods":{}})", "pod").empty());
-  CHECK(FirstMemberObjectText(R"({"pod":{"a":{})", "pod").empty());
-  CHECK(FirstMemberObjectText(R"([{"pod":{}}])", "pod").empty());
-  CHECK(FirstMemberObjectText("", "pod").empty());
+  CHECK(FirstObject(R"({"Pod":{"m":"a\\"},"x":1})", "Pod") == R"({"m":"a\\"})");
+  // The key as written, and the rest of the text from the value on.
+  const auto first = FirstMember(R"({ "nodenames" : [], "pod":{}})");
+  REQUIRE(first.has_value());
+  CHECK(first->first == "nodenames");
+  CHECK(first->second == R"([], "pod":{}})");
+  // Not an object where one is needed, an escaped key, truncated, not an object at all.
+  CHECK(FirstObject(R"({"Pod":null})", "Pod").empty());
+  CHECK(FirstObject(R"({"Pod":[{}]})", "Pod").empty());
+  CHECK(FirstObject(R"({"Pod":{"a":{})", "Pod").empty());
+  CHECK_FALSE(FirstMember(R"({"P\u006fd":{}})").has_value());
+  CHECK_FALSE(FirstMember(R"([{"Pod":{}}])").has_value());
+  CHECK_FALSE(FirstMember(R"({"Pod")").has_value());
+  CHECK_FALSE(FirstMember("").has_value());
 }
 
 TEST_CASE("LeadingObject ends at the right brace wherever the special bytes sit", "[json]") {
@@ -147,7 +157,6 @@ TEST_CASE("LeadingObject ends at the right brace wherever the special bytes sit"
   CHECK(LeadingObject("").empty());
   CHECK(LeadingObject(R"([{}])").empty());
   CHECK(LeadingObject(R"( {})").empty());
-  CHECK(FirstMemberValue(R"({ "Pod" : {"x":1},"y":2})", "pod") == R"({"x":1},"y":2})");
 }
 
 TEST_CASE("JsonWriter builds objects and arrays with the right separators", "[json]") {
