@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "core/strings.h"
+#include "extender/byte_scan.h"
 #include "nlohmann/json.hpp"
 
 namespace berth::extender {
@@ -264,11 +265,8 @@ size_t Utf8SequenceLength(std::string_view s, size_t i) {
 // True if any of the 8 bytes of `w` is below 0x20, '"', '\\' or at least 0x80: the bytes a
 // JSON string cannot carry as they are (or, for >= 0x80, must check as UTF-8).
 inline bool AnySpecialByte(uint64_t w) {
-  constexpr uint64_t kOnes = 0x0101010101010101ULL;
-  constexpr uint64_t kHigh = 0x8080808080808080ULL;
-  auto has_zero = [](uint64_t x) { return (x - kOnes) & ~x & kHigh; };
   const uint64_t control = (w - 0x2020202020202020ULL) & ~w & kHigh;  // bytes < 0x20
-  return ((w & kHigh) | control | has_zero(w ^ (kOnes * '"')) | has_zero(w ^ (kOnes * '\\'))) != 0;
+  return ((w & kHigh) | control | StringStops(w)) != 0;
 }
 
 namespace {
@@ -282,13 +280,10 @@ bool AllPlain(std::string_view s) {
     if (n > 0) std::memcpy(&w, s.data(), n);
     return !AnySpecialByte(w);
   }
-  uint64_t w;
   for (size_t i = 0; i + 8 <= n; i += 8) {
-    std::memcpy(&w, s.data() + i, 8);
-    if (AnySpecialByte(w)) return false;
+    if (AnySpecialByte(Word(s.data() + i))) return false;
   }
-  std::memcpy(&w, s.data() + n - 8, 8);
-  return !AnySpecialByte(w);
+  return !AnySpecialByte(Word(s.data() + n - 8));
 }
 
 }  // namespace
@@ -321,13 +316,9 @@ std::string_view LeadingObject(std::string_view text) {
   // The object ends at the brace that brings the depth back to zero; braces and brackets inside
   // strings do not count, and an escaped quote does not end a string. Most of a pod's bytes are
   // inside strings, where only a quote or a backslash matters: those are skipped to eight bytes
-  // at a time (the lowest byte the subtract-and-mask test flags is always a true match).
-  // Structure between strings is a few bytes and is read one by one. Measured on a captured
+  // at a time. Structure between strings is a few bytes and is read one by one. Measured on a captured
   // pod: 0.8 ns a byte, against 1.6 for jumping to any of the six bytes everywhere and 2.1 for
   // a plain byte loop.
-  constexpr uint64_t kOnes = 0x0101010101010101ULL;
-  constexpr uint64_t kHigh = 0x8080808080808080ULL;
-  auto zero_bytes = [](uint64_t x) { return (x - kOnes) & ~x & kHigh; };
   const size_t n = text.size();
   const char* p = text.data();
   int64_t depth = 0;
@@ -336,17 +327,7 @@ std::string_view LeadingObject(std::string_view text) {
     const char c = p[i++];
     if (c == '"') {
       for (;;) {
-        while (i + 8 <= n) {
-          uint64_t w;
-          std::memcpy(&w, p + i, 8);
-          const uint64_t m = zero_bytes(w ^ (kOnes * '"')) | zero_bytes(w ^ (kOnes * '\\'));
-          if (m == 0) {
-            i += 8;
-            continue;
-          }
-          i += static_cast<size_t>(std::countr_zero(m)) / 8;
-          break;
-        }
+        i = NextStop<StringStops>(p, i, n);
         if (i >= n) return {};
         const char d = p[i++];
         if (d == '"') break;

@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "core/strings.h"
+#include "extender/byte_scan.h"
 #include "extender/json.h"
 #include "extender/k8s_codec.h"
 #include "extender/thread_name.h"
@@ -20,38 +21,8 @@ namespace berth::extender::kube {
 
 namespace {
 
-constexpr uint64_t kOnes = 0x0101010101010101ULL;
-constexpr uint64_t kHigh = 0x8080808080808080ULL;
-
-uint64_t Word(const char* p) {
-  uint64_t w;
-  std::memcpy(&w, p, sizeof(w));
-  return w;
-}
-
-// The high bit of each byte of `w` (read little-endian) that is `c`, and possibly of bytes above
-// such a byte: the borrow of the subtraction only runs upward from a byte that really is `c`.
-// So the mask is exact as a yes or no, and its lowest set bit marks the first `c`.
-constexpr uint64_t HasByte(uint64_t w, char c) {
-  const uint64_t x = w ^ (kOnes * static_cast<uint8_t>(c));
-  return (x - kOnes) & ~x & kHigh;
-}
-
-constexpr uint64_t StringStops(uint64_t w) { return HasByte(w, '"') | HasByte(w, '\\'); }
-
 constexpr uint64_t ValueStops(uint64_t w) {
   return HasByte(w, '"') | HasByte(w, '{') | HasByte(w, '}') | HasByte(w, '[') | HasByte(w, ']');
-}
-
-/// The index of the first byte at or after `at` that `Stops` marks, read eight bytes at a time.
-/// When fewer than eight bytes remain unread and none was marked, the index of the first of
-/// them (`size` if none remain): the caller reads those one by one.
-template <uint64_t (*Stops)(uint64_t)>
-size_t NextStop(const char* buf, size_t at, size_t size) {
-  for (; at + 8 <= size; at += 8) {
-    if (const uint64_t m = Stops(Word(buf + at)); m != 0) return at + (std::countr_zero(m) >> 3);
-  }
-  return at;
 }
 
 }  // namespace
