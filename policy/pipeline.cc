@@ -4,6 +4,7 @@
 #include <optional>
 
 #include "core/placement.h"
+#include "core/quotient.h"
 #include "core/strings.h"
 
 namespace berth::policy {
@@ -149,17 +150,41 @@ void Pipeline::Unreserve(const CycleContext& in, const core::NodeState& node) co
   }
 }
 
-NodeVerdict Pipeline::FilterNode(const CycleContext& in, const core::NodeState& node) const {
-  // Called once per candidate node: the context is copied only when it does not name this
-  // pipeline yet (Filter's own context does).
-  std::optional<CycleContext> owned;
-  if (in.pipeline != this) owned.emplace(Own(in));
-  const CycleContext& ctx = owned ? *owned : in;
-  for (const auto& f : points_.filter) {
+namespace {
+
+NodeVerdict RunFilters(const std::vector<std::shared_ptr<FilterPlugin>>& filters,
+                       const CycleContext& ctx, const core::NodeState& node) {
+  for (const auto& f : filters) {
     NodeVerdict v = f->Filter(ctx, node);
     if (!v.ok()) return v;
   }
   return NodeVerdict::Ok();
+}
+
+// How many candidates ahead the filter and score loops ask for a node's state. A candidate's
+// filters and scores take a few hundred cycles, and its state, read from memory, about as long:
+// eight ahead is in the caches when its turn comes and still there after the seven before it.
+constexpr size_t kPrefetchAhead = 8;
+
+// Asks the caches for the part of a node's state that the filters and scores read: from its
+// allocatable to its slot (the index of the modules' per-node tables), which takes in the
+// three amounts in use (requested, in-flight, held). That is five or six of the seven cache
+// lines a NodeState spans; the name and labels before it are read only to explain.
+void PrefetchNode(const core::NodeState* node) {
+  if (node == nullptr) return;
+  const char* from = reinterpret_cast<const char*>(&node->node.allocatable);
+  const char* to = reinterpret_cast<const char*>(&node->slot + 1);
+  for (const char* p = from; p < to; p += 64) __builtin_prefetch(p);
+  __builtin_prefetch(to - 1);
+}
+
+}  // namespace
+
+NodeVerdict Pipeline::FilterNode(const CycleContext& in, const core::NodeState& node) const {
+  // Called once per candidate node: the context is copied only when it does not name this
+  // pipeline yet (Filter's own context does).
+  if (in.pipeline != this) return RunFilters(points_.filter, Own(in), node);
+  return RunFilters(points_.filter, in, node);
 }
 
 std::vector<NodeVerdict> Pipeline::Filter(const CycleContext& ctx,
@@ -171,7 +196,9 @@ std::vector<NodeVerdict> Pipeline::Filter(const CycleContext& ctx,
   NodeVerdict admitted = PreFilter(cycle);
   std::vector<const core::NodeState*> nodes(candidates.size());
   cycle.state.FindNodes(candidates, nodes.data());
+  for (size_t i = 0; i < candidates.size() && i < kPrefetchAhead; ++i) PrefetchNode(nodes[i]);
   for (size_t i = 0; i < candidates.size(); ++i) {
+    if (i + kPrefetchAhead < candidates.size()) PrefetchNode(nodes[i + kPrefetchAhead]);
     const core::NodeState* node = nodes[i];
     if (node == nullptr) {
       out[i] = UnknownNodeVerdict();
@@ -219,7 +246,8 @@ int64_t WeightedMean(const std::vector<Pipeline::WeightedScore>& scores,
     sum += std::clamp<int64_t>(scores[i].policy->Score(ctx, node), 0, kMaxScore) * scores[i].weight;
     weight += scores[i].weight;
   }
-  return weight <= 0 ? 0 : (sum + weight / 2) / weight;
+  // Weights are 1..100 (the registry checks) and scores 0..kMaxScore: sum is not negative.
+  return weight <= 0 ? 0 : core::SmallQuotient(sum + weight / 2, weight);
 }
 
 std::vector<char> Applying(const std::vector<Pipeline::WeightedScore>& scores,
@@ -249,7 +277,9 @@ std::vector<int64_t> Pipeline::Score(const CycleContext& ctx,
   if (!passed_->Recall(cycle.state, cycle.pod.uid.view(), candidates, nodes.data())) {
     cycle.state.FindNodes(candidates, nodes.data());
   }
+  for (size_t i = 0; i < candidates.size() && i < kPrefetchAhead; ++i) PrefetchNode(nodes[i]);
   for (size_t i = 0; i < candidates.size(); ++i) {
+    if (i + kPrefetchAhead < candidates.size()) PrefetchNode(nodes[i + kPrefetchAhead]);
     if (const core::NodeState* node = nodes[i]) {
       out[i] = WeightedMean(points_.score, applies, cycle, *node);
     }

@@ -5,6 +5,7 @@
 #include "absl/status/status.h"
 #include "core/strings.h"
 #include "core/checked_math.h"
+#include "core/quotient.h"
 
 namespace berth::policy {
 
@@ -38,17 +39,20 @@ int64_t BinpackScore::FineScore(const CycleContext& ctx, const core::NodeState& 
                                 node.reserved.Get(id)),
             ctx.pod.request.Get(id)),
         0);
-    // 64-bit unless used * kScale overflows (memory beyond ~900 TB): then 128-bit.
-    int64_t scaled;
-    const int64_t share =
-        __builtin_mul_overflow(used, kScale, &scaled)
-            ? static_cast<int64_t>(std::min<Int128>(Int128(used) * kScale / alloc, kScale))
-            : std::min<int64_t>(scaled / alloc, kScale);
+    // A node used up (or over-committed) has the whole share. Otherwise the share is below
+    // kScale: in 64 bits unless used * kScale overflows (memory beyond ~900 TB), then 128.
+    int64_t share = kScale;
+    if (used < alloc) {
+      int64_t scaled;
+      share = __builtin_mul_overflow(used, kScale, &scaled)
+                  ? static_cast<int64_t>(Int128(used) * kScale / alloc)
+                  : core::SmallQuotient(scaled, alloc);
+    }
     weighted += share * weight;
     total += weight;
   }
   if (total == 0) return 0;
-  return weighted * kMaxScore / total;
+  return core::SmallQuotient(weighted * kMaxScore, total);
 }
 
 int64_t BinpackScore::Score(const CycleContext& ctx, const core::NodeState& node) const {

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 #include <map>
+#include <optional>
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
@@ -869,9 +870,11 @@ MemberMemo MakeMemberMemo(const CycleContext& ctx) {
 
 NodeVerdict GangModule::Filter(const CycleContext& ctx, const core::NodeState& node) const {
   if (ctx.planning) return NodeVerdict::Ok();
-  const MemberMemo m = ctx.cycle != nullptr
-                           ? ctx.cycle->Get<MemberMemo>(this, [&] { return MakeMemberMemo(ctx); })
-                           : MakeMemberMemo(ctx);
+  // By reference: called for every candidate, and the memo holds a string.
+  std::optional<MemberMemo> local;
+  const MemberMemo& m = ctx.cycle != nullptr
+                            ? ctx.cycle->Get<MemberMemo>(this, [&] { return MakeMemberMemo(ctx); })
+                            : local.emplace(MakeMemberMemo(ctx));
   if (m.reserved == core::kNoNode || m.reserved == node.slot) return NodeVerdict::Ok();
   return NodeVerdict{.fit = Fit::kUnresolvable,
                      .reason = Reason::kGangReservedElsewhere,

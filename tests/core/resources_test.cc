@@ -4,12 +4,14 @@
 #include <catch2/catch.hpp>
 #include <cstdint>
 #include <limits>
+#include <random>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "core/checked_math.h"
+#include "core/quotient.h"
 #include "core/quantity.h"
 #include "core/strings.h"
 #include "tests/testing/core_builders.h"
@@ -508,6 +510,47 @@ TEST_CASE("Checked arithmetic reports overflow", "[checked_math]") {
   CHECK(CheckedMul(int64_t{1} << 31, int64_t{1} << 31, &out));
   CHECK(out == int64_t{1} << 62);
   CHECK_FALSE(CheckedMul(int64_t{1} << 32, int64_t{1} << 31, &out));
+}
+
+TEST_CASE("SmallQuotient is floor division wherever the double quotient rounds", "[checked_math]") {
+  size_t checked = 0;
+  auto expect = [&](int64_t num, int64_t den) {
+    INFO(num << " / " << den);
+    CHECK(SmallQuotient(num, den) == num / den);
+    ++checked;
+  };
+  // Around every multiple of the divisor, where a rounded double lands on the wrong side.
+  const int64_t dens[] = {1, 3, 7, 10, 1000, 64000, 10007, int64_t{1} << 32, 68719476736 + 1,
+                          (int64_t{1} << 53) + 1, 999999999999999989, kInt64Max / 3, kInt64Max - 1,
+                          kInt64Max};
+  for (int64_t den : dens) {
+    for (int64_t q : {int64_t{0}, int64_t{1}, int64_t{2}, int64_t{9999}, int64_t{100000}}) {
+      if (q != 0 && den > kInt64Max / q) continue;
+      const int64_t at = q * den;
+      for (int64_t d = -2; d <= 2; ++d) {
+        if ((d < 0 && at < -d) || (d > 0 && at > kInt64Max - d)) continue;
+        expect(at + d, den);
+      }
+    }
+  }
+  // Shares as binpack takes them: used * 10000 / allocatable with used below allocatable.
+  std::mt19937_64 gen(17);
+  for (int i = 0; i < 200000; ++i) {
+    const int64_t alloc =
+        std::max<int64_t>(std::uniform_int_distribution<int64_t>(1, kInt64Max / 10000)(gen) >>
+                              std::uniform_int_distribution<int>(0, 60)(gen),
+                          1);
+    const int64_t used = std::uniform_int_distribution<int64_t>(0, alloc - 1)(gen);
+    expect(used * 10000, alloc);
+  }
+  // Quotients up to 2^50.
+  for (int i = 0; i < 200000; ++i) {
+    const int64_t den = std::uniform_int_distribution<int64_t>(1, kInt64Max)(gen) >>
+                        std::uniform_int_distribution<int>(0, 62)(gen);
+    const int64_t most = den > kInt64Max >> 50 ? kInt64Max : den << 50;
+    expect(std::uniform_int_distribution<int64_t>(0, most)(gen), std::max<int64_t>(den, 1));
+  }
+  CHECK(checked > 400000);
 }
 
 TEST_CASE("Saturating arithmetic clamps to the int64 range", "[checked_math]") {
