@@ -486,6 +486,11 @@ std::shared_ptr<const AdmissionPlan> FairShare::Make(const core::ClusterState& s
   // Keys of jobs with running pods (only needed while some job is charged to a budget).
   absl::flat_hash_set<std::string, StringHash, StringEq> live_jobs;
   std::map<std::pair<std::string, std::string>, bool> gangs_seen;
+  // Waiting pods outside gangs, each a job: their drafts are made once they are counted, so
+  // that thousands of drafts are not moved as the vector grows.
+  std::vector<const core::PodState*> singles;
+  // About as many pods wait as for the last plan: room for their uids up front.
+  if (last_ != nullptr) plan->seen_.reserve(last_->seen_.size());
   state.ForEachPod([&](core::PodSlot, const core::PodState& p) {
     const core::Pod& pod = p.pod;
     if (core::IsTerminal(pod.phase)) return;
@@ -507,12 +512,7 @@ std::shared_ptr<const AdmissionPlan> FairShare::Make(const core::ClusterState& s
         gangs_seen.emplace(std::make_pair(std::string(gang->first), std::string(gang->second)), true);
         return;
       }
-      Draft d;
-      d.job.key = pod.Key();
-      d.job.queue = std::string(QueueNameOf(pod));
-      d.job.pods.push_back(std::string(pod.uid.view()));
-      d.start.push_back(&p);
-      drafts.push_back(std::move(d));
+      singles.push_back(&p);
       return;
     }
     // Running (or binding, or holding room).
@@ -538,6 +538,14 @@ std::shared_ptr<const AdmissionPlan> FairShare::Make(const core::ClusterState& s
   });
   capacity = std::max(capacity, 0.0);
   plan->capacity = capacity;
+  drafts.reserve(singles.size() + gangs_seen.size());
+  for (const core::PodState* p : singles) {
+    Draft& d = drafts.emplace_back();
+    d.job.key = p->pod.Key();
+    d.job.queue = std::string(QueueNameOf(p->pod));
+    d.job.pods.push_back(std::string(p->pod.uid.view()));
+    d.start.push_back(p);
+  }
 
   // Gangs that have not started are one job each: all their waiting members, starting with
   // the members their minimum still needs. Gangs the gang module holds back (no PodGroup,
