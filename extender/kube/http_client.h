@@ -100,6 +100,8 @@ class ApiConnection {
   std::string_view Unread() const { return {in_.get() + pos_, len_ - pos_}; }
   bool reusable_ = false;
   bool used_ = false;
+  /// The last read returned less than it asked for: the next one waits for the socket first.
+  bool drained_ = false;
   std::atomic<bool> interrupted_{false};
 };
 
