@@ -49,6 +49,9 @@ struct LoopOptions {
   std::string berth;
   std::string before;
   std::string perf_out;
+  /// --syscalls: count berth's system calls in the window, by thread (`perf stat` of the
+  /// raw_syscalls:sys_enter tracepoint; needs perf and access to tracepoints).
+  bool syscalls = false;
   bool quick = false;
   /// --pin: berth on the last CPU, this process (kube-scheduler and the API server) on the
   /// others, so that neither's caches and run queue mix with the other's.
@@ -102,6 +105,8 @@ std::optional<LoopOptions> ParseLoopArgs(int argc, char** argv) {
     if (arg == "--loop") {
     } else if (arg == "--quick") {
       o.quick = true;
+    } else if (arg == "--syscalls") {
+      o.syscalls = true;
     } else if (arg == "--pin") {
       o.pin = true;
     } else if (value("--sizes", &v)) {
@@ -140,7 +145,7 @@ std::optional<LoopOptions> ParseLoopArgs(int argc, char** argv) {
                    "berth_bench --loop: unknown argument \"%s\"\n"
                    "usage: berth_bench --loop [--sizes=500,2000,5000] [--pods=2000] "
                    "[--percentages=100,0] [--rounds=1] [--berth=BINARY] [--before=BINARY] "
-                   "[--perf-out=PREFIX] [--pin] [--quick]\n",
+                   "[--perf-out=PREFIX] [--syscalls] [--pin] [--quick]\n",
                    std::string(arg).c_str());
       return std::nullopt;
     }
@@ -157,7 +162,7 @@ std::optional<LoopOptions> ParseLoopArgs(int argc, char** argv) {
 // ---- berth's CPU, per thread ------------------------------------------------------------------
 
 struct ThreadSample {
-  std::string name;
+  std::string name;  ///< "berth" for the main thread, whatever the binary is called
   int64_t cpu_ns = 0;
 };
 using CpuSnapshot = std::map<int, ThreadSample>;  // tid -> sample
@@ -181,6 +186,8 @@ CpuSnapshot ReadCpu(pid_t pid) {
     const std::string base = StrCat(dir, "/", tid);
     std::string name = ReadSmallFile(base + "/comm");
     while (!name.empty() && (name.back() == '\n' || name.back() == ' ')) name.pop_back();
+    // The main thread takes the binary's name (a copy under another name for --before).
+    if (tid == pid) name = "berth";
     const std::string sched = ReadSmallFile(base + "/schedstat");
     int64_t ns = 0;
     if (!absl::SimpleAtoi(sched.substr(0, sched.find(' ')), &ns)) continue;
@@ -306,6 +313,55 @@ class PerfRecord {
   pid_t pid_ = -1;
 };
 
+// `perf stat --per-thread` of the raw_syscalls:sys_enter tracepoint of one process: its system
+// calls by thread, from Start to Stop.
+class SyscallCount {
+ public:
+  void Start(pid_t pid, const std::string& out) {
+    out_ = out;
+    std::vector<std::string> all = {"perf", "stat", "--per-thread", "-x", ",", "-e", "raw_syscalls:sys_enter",
+                                    "-p", std::to_string(pid), "-o", out};
+    std::vector<char*> argv;
+    for (std::string& a : all) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    if (::posix_spawnp(&pid_, "perf", nullptr, nullptr, argv.data(), environ) != 0) pid_ = -1;
+  }
+  /// Stops counting. \return the count by thread name (the main thread as "berth"), or nothing
+  /// when perf could not count (not installed, tracepoints not readable).
+  std::optional<std::map<std::string, int64_t>> Stop(pid_t pid) {
+    if (pid_ <= 0) return std::nullopt;
+    ::kill(pid_, SIGINT);
+    int status = 0;
+    ::waitpid(pid_, &status, 0);
+    pid_ = -1;
+    // Lines of "NAME-TID,COUNT,,raw_syscalls:sys_enter,..." (the name may hold '-').
+    std::map<std::string, int64_t> out;
+    const std::string text = ReadSmallFile(out_);
+    std::remove(out_.c_str());
+    for (std::string_view line : Split(text, '\n')) {
+      const std::vector<std::string_view> fields = Split(line, ',');
+      if (fields.size() < 4 || fields[3] != "raw_syscalls:sys_enter") continue;
+      const size_t dash = fields[0].rfind('-');
+      int64_t count = 0;
+      int tid = 0;
+      if (dash == std::string_view::npos || !absl::SimpleAtoi(ToAbsl(fields[1]), &count) ||
+          !absl::SimpleAtoi(ToAbsl(fields[0].substr(dash + 1)), &tid)) {
+        continue;
+      }
+      out[tid == pid ? std::string("berth") : std::string(fields[0].substr(0, dash))] += count;
+    }
+    if (out.empty()) return std::nullopt;
+    return out;
+  }
+  ~SyscallCount() {
+    if (pid_ > 0) Stop(-1);
+  }
+
+ private:
+  pid_t pid_ = -1;
+  std::string out_;
+};
+
 // ---- the scheduler's side -----------------------------------------------------------------------
 
 // kube-scheduler's numFeasibleNodesToFind (1.26): every node below 100 nodes or at 100 %;
@@ -357,6 +413,10 @@ struct RunFigures {
   int64_t verb_bytes_sent = 0;      // kube-scheduler to berth
   int64_t verb_bytes_received = 0;  // berth to kube-scheduler
   int nudges = 0;                   // pods patched with berth.io/admitted
+  // --syscalls: berth's system calls in the window, all threads but the ETA forecast's, and by
+  // role; -1 when perf could not count them.
+  int64_t syscalls = -1;
+  std::map<std::string, int64_t> syscalls_by_role;
 };
 
 std::string KindOf(const testing::RecordedCall& c) {
@@ -484,6 +544,8 @@ RunFigures RunOnce(const LoopOptions& o, const std::string& binary, int nodes, i
   const CpuSnapshot cpu_before = ReadCpu(berth.pid());
   PerfRecord perf;
   if (!perf_out.empty()) perf.Start(berth.pid(), perf_out);
+  SyscallCount syscalls;
+  if (o.syscalls) syscalls.Start(berth.pid(), StrCat(dir, "/syscalls.csv"));
   const auto t0 = SteadyClock::now();
 
   struct Pending {
@@ -649,6 +711,15 @@ RunFigures RunOnce(const LoopOptions& o, const std::string& binary, int nodes, i
   const auto t1 = SteadyClock::now();
   const CpuSnapshot cpu_after = ReadCpu(berth.pid());
   perf.Stop();
+  if (std::optional<std::map<std::string, int64_t>> counted = syscalls.Stop(berth.pid())) {
+    f.syscalls = 0;
+    for (const auto& [name, count] : *counted) {
+      const std::string role = Role(name);
+      if (IsForecastRole(role)) continue;
+      f.syscalls += count;
+      f.syscalls_by_role[role] += count;
+    }
+  }
   f.wall_s = std::chrono::duration<double>(t1 - t0).count();
   f.cpu_by_role = CpuDelta(cpu_before, cpu_after);
   for (const auto& [role, ns] : f.cpu_by_role) (IsForecastRole(role) ? f.forecast_ns : f.cpu_ns) += ns;
@@ -736,6 +807,7 @@ int RunLoopBench(int argc, char** argv) {
       std::printf("%5d nodes, percentageOfNodesToScore %3d (%4d candidates): CPU %7.1f us/pod, API calls %.2f/pod, "
                   "API %.1f KB/pod, verbs %.1f KB/pod, %.1f filters/pod, %.2f s",
                   nodes, pct, sample, cpu, calls, api_kb, verb_kb, now->attempts / n, now->wall_s);
+      if (now->syscalls >= 0) std::printf(", syscalls %.1f/pod", now->syscalls / n);
       if (before != nullptr) {
         const double bn = before->pods;
         std::printf("\n%5s  before (same run):%27s CPU %7.1f us/pod (%s), API calls %.2f/pod (%s), API %.1f KB/pod (%s), "
@@ -746,6 +818,10 @@ int RunLoopBench(int argc, char** argv) {
                     Ratio(api_kb, (before->api_bytes_sent + before->api_bytes_received) / 1024.0 / bn).c_str(),
                     (before->verb_bytes_sent + before->verb_bytes_received) / 1024.0 / bn,
                     Ratio(verb_kb, (before->verb_bytes_sent + before->verb_bytes_received) / 1024.0 / bn).c_str());
+        if (now->syscalls >= 0 && before->syscalls >= 0) {
+          std::printf(", syscalls %.1f/pod (%s)", before->syscalls / bn,
+                      Ratio(now->syscalls / n, before->syscalls / bn).c_str());
+        }
       }
       std::printf("\n");
       std::string calls_detail, cpu_detail;
@@ -765,11 +841,27 @@ int RunLoopBench(int argc, char** argv) {
                   now->nudges, now->parked, now->watch_bytes / 1024.0 / n);
       std::printf("         CPU us/pod by thread: %s; ETA forecast (not counted above) %.1f\n", cpu_detail.c_str(),
                   now->forecast_ns / 1e3 / n);
+      auto by_thread = [&](const RunFigures& r) {
+        std::vector<std::pair<int64_t, std::string>> counts;
+        for (const auto& [role, count] : r.syscalls_by_role) counts.push_back({count, role});
+        std::sort(counts.rbegin(), counts.rend());
+        std::string out;
+        for (const auto& [count, role] : counts) {
+          if (count * 200 < r.syscalls) continue;  // below 0.5 %
+          char buf[96];
+          std::snprintf(buf, sizeof(buf), "%s %.1f", role.c_str(), count / static_cast<double>(r.pods));
+          StrAppend(&out, out.empty() ? "" : ", ", buf);
+        }
+        return out;
+      };
+      if (now->syscalls >= 0) std::printf("         syscalls/pod by thread: %s\n", by_thread(*now).c_str());
+      if (o.syscalls && now->syscalls < 0) std::printf("         syscalls: perf could not count them\n");
       if (before != nullptr) {
         std::string bcalls;
         for (const auto& [kind, count] : before->api_by_kind) StrAppend(&bcalls, bcalls.empty() ? "" : ", ", kind, " ", count);
         std::printf("         before: API calls: %s; nudges %d; pods parked %d\n", bcalls.c_str(), before->nudges,
                     before->parked);
+        if (before->syscalls >= 0) std::printf("         before: syscalls/pod by thread: %s\n", by_thread(*before).c_str());
       }
       std::fflush(stdout);
     }

@@ -20,7 +20,9 @@ namespace berth::bench {
 ///
 /// Flags (after --loop): --sizes=500,2000,5000 --pods=2000 --percentages=100,0 --rounds=1
 /// --berth=BINARY (default: `berth` beside berth_bench) --before=BINARY --perf-out=PREFIX (records
-/// `perf record --call-graph dwarf` of the current binary's window per row into PREFIX-NODES-PCT.data) --quick.
+/// `perf record --call-graph dwarf` of the current binary's window per row into PREFIX-NODES-PCT.data)
+/// --syscalls (berth's system calls per pod, by thread, for both binaries: `perf stat` of the
+/// raw_syscalls:sys_enter tracepoint) --pin --quick.
 /// \return 0, or 1 when a pod was not bound or a call failed (never for a figure).
 int RunLoopBench(int argc, char** argv);
 
