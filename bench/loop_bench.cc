@@ -824,19 +824,25 @@ int RunLoopBench(int argc, char** argv) {
         }
       }
       std::printf("\n");
-      std::string calls_detail, cpu_detail;
+      std::string calls_detail;
       for (const auto& [kind, count] : now->api_by_kind) StrAppend(&calls_detail, calls_detail.empty() ? "" : ", ", kind, " ", count);
-      std::vector<std::pair<int64_t, std::string>> roles;
-      for (const auto& [role, ns] : now->cpu_by_role) {
-        if (!IsForecastRole(role)) roles.push_back({ns, role});
-      }
-      std::sort(roles.rbegin(), roles.rend());
-      for (const auto& [ns, role] : roles) {
-        if (ns < now->cpu_ns / 200) continue;  // below 0.5 %
-        char buf[96];
-        std::snprintf(buf, sizeof(buf), "%s %.1f", role.c_str(), ns / 1e3 / n);
-        StrAppend(&cpu_detail, cpu_detail.empty() ? "" : ", ", buf);
-      }
+      // CPU per pod by thread, largest first, leaving out the forecast and threads below 0.5 %.
+      auto cpu_by_thread = [](const RunFigures& r) {
+        std::vector<std::pair<int64_t, std::string>> roles;
+        for (const auto& [role, ns] : r.cpu_by_role) {
+          if (!IsForecastRole(role)) roles.push_back({ns, role});
+        }
+        std::sort(roles.rbegin(), roles.rend());
+        std::string out;
+        for (const auto& [ns, role] : roles) {
+          if (ns < r.cpu_ns / 200) continue;
+          char buf[96];
+          std::snprintf(buf, sizeof(buf), "%s %.1f", role.c_str(), ns / 1e3 / r.pods);
+          StrAppend(&out, out.empty() ? "" : ", ", buf);
+        }
+        return out;
+      };
+      const std::string cpu_detail = cpu_by_thread(*now);
       std::printf("         API calls: %s; nudges %d; pods parked %d; watch %.1f KB/pod\n", calls_detail.c_str(),
                   now->nudges, now->parked, now->watch_bytes / 1024.0 / n);
       std::printf("         CPU us/pod by thread: %s; ETA forecast (not counted above) %.1f\n", cpu_detail.c_str(),
@@ -861,6 +867,7 @@ int RunLoopBench(int argc, char** argv) {
         for (const auto& [kind, count] : before->api_by_kind) StrAppend(&bcalls, bcalls.empty() ? "" : ", ", kind, " ", count);
         std::printf("         before: API calls: %s; nudges %d; pods parked %d\n", bcalls.c_str(), before->nudges,
                     before->parked);
+        std::printf("         before: CPU us/pod by thread: %s\n", cpu_by_thread(*before).c_str());
         if (before->syscalls >= 0) std::printf("         before: syscalls/pod by thread: %s\n", by_thread(*before).c_str());
       }
       std::fflush(stdout);

@@ -247,7 +247,9 @@ absl::StatusOr<Response> KubeClient::Call(std::string_view method, std::string_v
         },
         wait, kMaxResponseBytes);
     if (!read.ok()) return TransportError(method, path_and_query, server_, read);
-    if (c->Reusable()) ReturnConnection(std::move(c));
+    // Whether the socket is still open is asked when the connection is taken again (it may
+    // close while idle anyway): here only whether the exchange left it reusable.
+    if (c->KeptAlive()) ReturnConnection(std::move(c));
     return out;
   }
 }

@@ -528,11 +528,15 @@ absl::Status ApiConnection::ReadBody(const ApiResponseHead& head,
   return absl::OkStatus();
 }
 
-bool ApiConnection::Reusable() const {
+bool ApiConnection::KeptAlive() const {
   if (!reusable_ || interrupted_.load() || pos_ != len_) return false;
   // Bytes OpenSSL holds, read ahead from the socket or not yet decrypted: something nobody asked
   // for (a close_notify alert, say).
-  if (ssl_ != nullptr && SSL_has_pending(ssl_) != 0) return false;
+  return ssl_ == nullptr || SSL_has_pending(ssl_) == 0;
+}
+
+bool ApiConnection::Reusable() const {
+  if (!KeptAlive()) return false;
   // Readable while idle: the server closed its side (or sent what nobody asked for).
   pollfd p{fd_, POLLIN, 0};
   return ::poll(&p, 1, 0) == 0;

@@ -74,9 +74,13 @@ class ApiConnection {
                         const std::function<bool(std::string_view)>& on_data,
                         absl::Duration idle_timeout, uint64_t max_bytes);
 
-  /// Whether another request may go on this connection: its last response allowed keep-alive
-  /// and was read whole, and the server has not closed its side (nor sent anything unasked).
+  /// Whether another request may go on this connection: KeptAlive(), and the server has not
+  /// closed its side (nor sent anything unasked) since. One poll() of the socket.
   bool Reusable() const;
+  /// Whether the last exchange left the connection fit for another request: its response
+  /// allowed keep-alive and was read whole, nothing more was read, and it was not interrupted.
+  /// No system call: the pool asks it when a connection comes back, Reusable() when one is taken.
+  bool KeptAlive() const;
   /// Makes a read or write blocked in another thread return soon (the socket is shut down).
   /// Safe from any thread while the connection exists.
   void Interrupt();

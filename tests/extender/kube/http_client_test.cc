@@ -142,8 +142,31 @@ TEST_CASE("API client: Content-Length, chunked and close-delimited bodies, split
       }
       if (answer == &chunked) CHECK((*c)->Reusable());
       if (answer == &until_close) CHECK_FALSE((*c)->Reusable());  // the body ended the connection
+      CHECK((*c)->KeptAlive() == (answer != &until_close));
     }
   }
+}
+
+TEST_CASE("API client: a connection kept alive is not reusable once the server closed it") {
+  ScriptedServer server([&](int fd, int) {
+    if (ReadRequest(fd).empty()) return;
+    const std::string a = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok";
+    ::send(fd, a.data(), a.size(), MSG_NOSIGNAL);
+  });  // and closes it
+  auto c = ApiConnection::Open(Plain(server.port()), absl::Seconds(5));
+  REQUIRE(c.ok());
+  REQUIRE((*c)->Send("GET / HTTP/1.1\r\nHost: x\r\n\r\n", "", absl::Seconds(5)).ok());
+  absl::StatusOr<ApiResponseHead> head = (*c)->ReadHead(absl::Seconds(5));
+  REQUIRE(head.ok());
+  absl::Status read;
+  CHECK(ReadAll(**c, *head, &read) == "ok");
+  CHECK(read.ok());
+  // The exchange left it fit for another request; only the socket says the server is gone.
+  CHECK((*c)->KeptAlive());
+  const absl::Time deadline = absl::Now() + absl::Seconds(5);
+  while ((*c)->Reusable() && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(5));
+  CHECK_FALSE((*c)->Reusable());
+  CHECK((*c)->KeptAlive());
 }
 
 TEST_CASE("API client: 100 Continue is skipped, 204 has no body, bad heads are errors") {
