@@ -110,6 +110,19 @@ std::string ReadAll(ApiConnection& c, const ApiResponseHead& head, absl::Status*
   return body;
 }
 
+// A new connection to `port` that has sent "GET /" and read the answer's head and body (into
+// `*head`, `*read` and the result).
+std::unique_ptr<ApiConnection> GetOnce(int port, ApiResponseHead* head, absl::Status* read, std::string* body) {
+  auto c = ApiConnection::Open(Plain(port), absl::Seconds(5));
+  REQUIRE(c.ok());
+  REQUIRE((*c)->Send("GET / HTTP/1.1\r\nHost: x\r\n\r\n", "", absl::Seconds(5)).ok());
+  absl::StatusOr<ApiResponseHead> h = (*c)->ReadHead(absl::Seconds(5));
+  REQUIRE(h.ok());
+  *head = *h;
+  *body = ReadAll(**c, *h, read);
+  return *std::move(c);
+}
+
 TEST_CASE("API client: Content-Length, chunked and close-delimited bodies, split anywhere") {
   const std::string chunked =
       "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\ntransfer-encoding: chunked\r\n\r\n"
@@ -127,22 +140,20 @@ TEST_CASE("API client: Content-Length, chunked and close-delimited bodies, split
         // Only the body that ends with the connection ends here.
         if (answer != &until_close) ReadRequest(fd);
       });
-      auto c = ApiConnection::Open(Plain(server.port()), absl::Seconds(5));
-      REQUIRE(c.ok());
-      REQUIRE((*c)->Send("GET / HTTP/1.1\r\nHost: x\r\n\r\n", "", absl::Seconds(5)).ok());
-      absl::StatusOr<ApiResponseHead> head = (*c)->ReadHead(absl::Seconds(5));
-      REQUIRE(head.ok());
+      ApiResponseHead head;
       absl::Status read;
-      CHECK(ReadAll(**c, *head, &read) == R"({"a":1,"b":2})");
+      std::string body;
+      std::unique_ptr<ApiConnection> c = GetOnce(server.port(), &head, &read, &body);
+      CHECK(body == R"({"a":1,"b":2})");
       CHECK(read.ok());
       if (answer == &sized) {
-        CHECK(head->status == 201);
-        CHECK(head->retry_after == 3);
-        CHECK((*c)->Reusable());
+        CHECK(head.status == 201);
+        CHECK(head.retry_after == 3);
+        CHECK(c->Reusable());
       }
-      if (answer == &chunked) CHECK((*c)->Reusable());
-      if (answer == &until_close) CHECK_FALSE((*c)->Reusable());  // the body ended the connection
-      CHECK((*c)->KeptAlive() == (answer != &until_close));
+      if (answer == &chunked) CHECK(c->Reusable());
+      if (answer == &until_close) CHECK_FALSE(c->Reusable());  // the body ended the connection
+      CHECK(c->KeptAlive() == (answer != &until_close));
     }
   }
 }
@@ -153,20 +164,18 @@ TEST_CASE("API client: a connection kept alive is not reusable once the server c
     const std::string a = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok";
     ::send(fd, a.data(), a.size(), MSG_NOSIGNAL);
   });  // and closes it
-  auto c = ApiConnection::Open(Plain(server.port()), absl::Seconds(5));
-  REQUIRE(c.ok());
-  REQUIRE((*c)->Send("GET / HTTP/1.1\r\nHost: x\r\n\r\n", "", absl::Seconds(5)).ok());
-  absl::StatusOr<ApiResponseHead> head = (*c)->ReadHead(absl::Seconds(5));
-  REQUIRE(head.ok());
+  ApiResponseHead head;
   absl::Status read;
-  CHECK(ReadAll(**c, *head, &read) == "ok");
+  std::string body;
+  std::unique_ptr<ApiConnection> c = GetOnce(server.port(), &head, &read, &body);
+  CHECK(body == "ok");
   CHECK(read.ok());
   // The exchange left it fit for another request; only the socket says the server is gone.
-  CHECK((*c)->KeptAlive());
+  CHECK(c->KeptAlive());
   const absl::Time deadline = absl::Now() + absl::Seconds(5);
-  while ((*c)->Reusable() && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(5));
-  CHECK_FALSE((*c)->Reusable());
-  CHECK((*c)->KeptAlive());
+  while (c->Reusable() && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(5));
+  CHECK_FALSE(c->Reusable());
+  CHECK(c->KeptAlive());
 }
 
 TEST_CASE("API client: 100 Continue is skipped, 204 has no body, bad heads are errors") {
