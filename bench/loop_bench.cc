@@ -745,6 +745,24 @@ RunFigures RunOnce(const LoopOptions& o, const std::string& binary, int nodes, i
   return f;
 }
 
+// "ROLE FIGURE, ..." per pod, largest first, leaving out the ETA forecast's threads and those
+// below 0.5 % of `total`; each figure divided by `unit` (1e3: ns to us).
+std::string PerPodByRole(const std::map<std::string, int64_t>& by_role, int64_t total, int pods, double unit) {
+  std::vector<std::pair<int64_t, std::string>> roles;
+  for (const auto& [role, value] : by_role) {
+    if (!IsForecastRole(role)) roles.push_back({value, role});
+  }
+  std::sort(roles.rbegin(), roles.rend());
+  std::string out;
+  for (const auto& [value, role] : roles) {
+    if (value * 200 < total) continue;
+    char buf[96];
+    std::snprintf(buf, sizeof(buf), "%s %.1f", role.c_str(), value / unit / pods);
+    StrAppend(&out, out.empty() ? "" : ", ", buf);
+  }
+  return out;
+}
+
 std::string Ratio(double now, double before) {
   if (before <= 0) return "-";
   char buf[32];
@@ -826,40 +844,13 @@ int RunLoopBench(int argc, char** argv) {
       std::printf("\n");
       std::string calls_detail;
       for (const auto& [kind, count] : now->api_by_kind) StrAppend(&calls_detail, calls_detail.empty() ? "" : ", ", kind, " ", count);
-      // CPU per pod by thread, largest first, leaving out the forecast and threads below 0.5 %.
-      auto cpu_by_thread = [](const RunFigures& r) {
-        std::vector<std::pair<int64_t, std::string>> roles;
-        for (const auto& [role, ns] : r.cpu_by_role) {
-          if (!IsForecastRole(role)) roles.push_back({ns, role});
-        }
-        std::sort(roles.rbegin(), roles.rend());
-        std::string out;
-        for (const auto& [ns, role] : roles) {
-          if (ns < r.cpu_ns / 200) continue;
-          char buf[96];
-          std::snprintf(buf, sizeof(buf), "%s %.1f", role.c_str(), ns / 1e3 / r.pods);
-          StrAppend(&out, out.empty() ? "" : ", ", buf);
-        }
-        return out;
-      };
+      auto cpu_by_thread = [](const RunFigures& r) { return PerPodByRole(r.cpu_by_role, r.cpu_ns, r.pods, 1e3); };
       const std::string cpu_detail = cpu_by_thread(*now);
       std::printf("         API calls: %s; nudges %d; pods parked %d; watch %.1f KB/pod\n", calls_detail.c_str(),
                   now->nudges, now->parked, now->watch_bytes / 1024.0 / n);
       std::printf("         CPU us/pod by thread: %s; ETA forecast (not counted above) %.1f\n", cpu_detail.c_str(),
                   now->forecast_ns / 1e3 / n);
-      auto by_thread = [&](const RunFigures& r) {
-        std::vector<std::pair<int64_t, std::string>> counts;
-        for (const auto& [role, count] : r.syscalls_by_role) counts.push_back({count, role});
-        std::sort(counts.rbegin(), counts.rend());
-        std::string out;
-        for (const auto& [count, role] : counts) {
-          if (count * 200 < r.syscalls) continue;  // below 0.5 %
-          char buf[96];
-          std::snprintf(buf, sizeof(buf), "%s %.1f", role.c_str(), count / static_cast<double>(r.pods));
-          StrAppend(&out, out.empty() ? "" : ", ", buf);
-        }
-        return out;
-      };
+      auto by_thread = [](const RunFigures& r) { return PerPodByRole(r.syscalls_by_role, r.syscalls, r.pods, 1); };
       if (now->syscalls >= 0) std::printf("         syscalls/pod by thread: %s\n", by_thread(*now).c_str());
       if (o.syscalls && now->syscalls < 0) std::printf("         syscalls: perf could not count them\n");
       if (before != nullptr) {
