@@ -1315,6 +1315,7 @@ void FakeApiServer::Handle(const httplib::Request& req, httplib::Response& res) 
   call.ns = route.ns;
   call.name = route.name;
   call.user = Authenticate(req);
+  call.remote_port = req.remote_port;
 
   Reply reply;
   bool streaming = false;

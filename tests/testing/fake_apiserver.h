@@ -128,6 +128,8 @@ struct RecordedCall {
   size_t response_bytes = 0;
   /// Who it was: the client certificate's CN, "token" for the bearer token, "" if unauthenticated.
   std::string user;
+  /// The client's TCP port: calls with the same port came over one connection.
+  int remote_port = 0;
 };
 
 /// A failure InjectFailure makes the server answer instead of serving the request.

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <chrono>
 #include <fstream>
+#include <set>
 #include <string>
 
 #include "catch2/catch.hpp"
@@ -205,6 +206,37 @@ TEST_CASE("kubernetes mode: berth works without its optional CRDs", "[kubernetes
     auto view = berth.model().Read();
     return view->FindPool("gpu") != nullptr;
   }));
+}
+
+TEST_CASE("kubernetes mode: bindings go over one kept-alive TLS connection", "[kubernetes]") {
+  FakeApiServer api;  // HTTPS, as FakeApiServerOptions serves by default
+  Seed(api);
+  for (int i = 1; i < 6; ++i) {
+    REQUIRE(api.Create("pods", "ml", MakePod(StrCat("train-", i)).Namespace("ml").Cpu("1").Obj()).ok());
+  }
+  KubeBerth berth(api);
+  REQUIRE(berth.StartReady());
+  api.ClearCalls();
+  for (int i = 0; i < 6; ++i) {
+    const std::string name = StrCat("train-", i);
+    REQUIRE(berth.WaitFor([&] { return berth.HasPod(UidOf(api, "ml", name)); }));
+    const Json bind = {{"PodName", name}, {"PodNamespace", "ml"}, {"PodUID", UidOf(api, "ml", name)},
+                       {"Node", "n2"}};
+    REQUIRE(Parse(berth.service().Bind(bind.dump()))["Error"] == "");
+  }
+  // One connection, reused for every binding: no TLS handshake per request. Each answer is read
+  // whole (and the reads that follow it wait on the socket), so the connection goes back to the
+  // pool and is taken again.
+  std::set<int> ports;
+  int bindings = 0;
+  for (const auto& c : api.calls()) {
+    if (c.subresource != "binding") continue;
+    ++bindings;
+    CHECK(c.remote_port > 0);
+    ports.insert(c.remote_port);
+  }
+  CHECK(bindings == 6);
+  CHECK(ports.size() == 1);
 }
 
 TEST_CASE("kubernetes mode: bind creates pods/binding; failures forget the placement",
