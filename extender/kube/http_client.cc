@@ -387,9 +387,9 @@ ApiConnection::Io ApiConnection::Fill(absl::Time deadline) {
     if (interrupted_.load()) return Io::kError;
     // The last read took less than it asked for: it emptied the socket. Waiting first saves
     // the read that would only say "nothing yet" (a watch waits like this for every event),
-    // unless OpenSSL holds bytes the socket no longer has.
+    // unless OpenSSL holds bytes the socket no longer has. A wait that fails leaves the socket
+    // as empty as it was, and the flag as it is.
     if (drained_ && (ssl_ == nullptr || SSL_has_pending(ssl_) == 0)) {
-      drained_ = false;
       if (Io io = WaitFor(POLLIN, deadline); io != Io::kOk) return io;
     }
     drained_ = false;
