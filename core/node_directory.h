@@ -25,6 +25,14 @@ namespace berth::core {
 /// prefetches each name's entry, then its bytes, several names before it is compared, so the
 /// misses overlap. A lookup always compares the whole name: a hash never decides alone.
 ///
+/// kube-scheduler names the candidates in the same order every call (its node tree's, from a
+/// rotating start), so FindMany first tries the slot that followed the previous name in the
+/// last call: one comparison with that slot's name, whose bytes lie in the order the names were
+/// inserted, so that consecutive hits read memory in a few sequential runs the hardware
+/// prefetches, with no hashing and no table entry. Only a name whose guess is wrong is hashed.
+/// The guesses are hints, written with relaxed atomics by readers under the shared lock; a
+/// wrong or stale one costs one comparison and never changes an answer.
+///
 /// Not thread-safe by itself: the model reads it under its shared lock and changes it under its
 /// exclusive lock. Insert never reallocates the table while the room asked for with Reserve
 /// lasts (the model grows it off the exclusive lock); it may take a new chunk for name bytes.
@@ -52,7 +60,9 @@ class NodeDirectory {
   bool Contains(std::string_view name) const { return Find(name) != kNone; }
   /// out[i] = Find(names[i]) for every i, with the memory of later names fetched while earlier
   /// ones are compared. `out` has names.size() elements.
-  void FindMany(std::span<const std::string_view> names, Slot* out) const;
+  /// Consecutive names are tried first against the slot that followed the one before in the
+  /// previous call (see above); \return how many were found that way.
+  size_t FindMany(std::span<const std::string_view> names, Slot* out) const;
 
   /// Adds `name` -> `slot`; `name` must not be in the directory. Grows the table when it has no
   /// room left (the model never lets it come to that under its lock).
@@ -78,8 +88,21 @@ class NodeDirectory {
   };
   static_assert(sizeof(Entry) == 16);
 
+  /// What the directory knows of one slot: the bytes of its name (null: no entry has this
+  /// slot), and the slot that followed it in the last FindMany call (a hint, read and written
+  /// with relaxed atomics; kNone: none yet).
+  struct SlotInfo {
+    const char* name = nullptr;
+    mutable Slot next = kNone;
+  };
+
   static uint64_t Hash(std::string_view name);
-  static std::string_view NameOf(const Entry& e);
+  static std::string_view NameAt(const char* at);
+  static std::string_view NameOf(const Entry& e) { return NameAt(e.name); }
+  /// The slot of names[i] by its hint after `prev`, or kNone when the hint is absent or wrong.
+  Slot Guess(Slot prev, std::string_view name) const;
+  /// FindMany's hashed lookups, pipelined, for names[from..].
+  void FindHashed(std::span<const std::string_view> names, size_t from, Slot* out) const;
   size_t Mask() const { return table_.size() - 1; }
   /// Index of `name`'s entry, or SIZE_MAX.
   size_t Locate(std::string_view name, uint64_t hash) const;
@@ -88,6 +111,9 @@ class NodeDirectory {
   const char* Keep(std::string_view name);
 
   std::vector<Entry> table_;  ///< power-of-two size, at most half full; empty until first use
+  /// Indexed by slot. The model's slots are dense (a new one is at most the highest so far plus
+  /// one), so a copy reserves the room asked for and inserts do not reallocate it either.
+  std::vector<SlotInfo> slots_;
   size_t size_ = 0;
   std::vector<std::unique_ptr<char[]>> chunks_;
   size_t chunk_used_ = 0;     ///< bytes used in chunks_.back()

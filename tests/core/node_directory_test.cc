@@ -1,8 +1,10 @@
 #include "core/node_directory.h"
 
+#include <atomic>
 #include <map>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "catch2/catch.hpp"
@@ -35,6 +37,10 @@ void CheckAgainst(const NodeDirectory& d, const std::map<std::string, Slot>& ref
     want.push_back(NodeDirectory::kNone);
   }
   std::vector<Slot> got(names.size(), 12345);
+  d.FindMany(names, got.data());
+  CHECK(got == want);
+  // Again, now with the hints the first call left (and whatever stale ones came before it).
+  std::fill(got.begin(), got.end(), 12345);
   d.FindMany(names, got.data());
   CHECK(got == want);
   std::map<std::string, Slot> listed;
@@ -109,6 +115,117 @@ TEST_CASE("NodeDirectory: erasing every entry of a probe run leaves the others f
     ref.erase(StrCat("n", i));
     CheckAgainst(d, ref, {StrCat("n", i)});
   }
+}
+
+// `count` names, slot i for name i.
+std::vector<std::string> FillDense(NodeDirectory& d, int count) {
+  std::vector<std::string> names;
+  for (int i = 0; i < count; ++i) {
+    names.push_back(StrCat("gke-prod-pool-", i % 3, "-", 1000003 * i % 999983, "-x7k2"));
+    d.Insert(names.back(), static_cast<Slot>(i));
+  }
+  return names;
+}
+
+// names[start], names[start + step], ... (count of them, wrapping), as kube-scheduler's rotating
+// sample takes them.
+std::vector<std::string_view> Window(const std::vector<std::string>& names, size_t start, size_t count,
+                                     size_t step = 1) {
+  std::vector<std::string_view> out;
+  for (size_t k = 0; k < count; ++k) out.push_back(names[(start + k * step) % names.size()]);
+  return out;
+}
+
+// FindMany's answer, checked against Find name by name; \return its hits.
+size_t FindManyExact(const NodeDirectory& d, const std::vector<std::string_view>& names) {
+  std::vector<Slot> got(names.size(), 12345);
+  const size_t hits = d.FindMany(names, got.data());
+  for (size_t i = 0; i < names.size(); ++i) {
+    INFO("name " << names[i]);
+    REQUIRE(got[i] == d.Find(names[i]));
+  }
+  return hits;
+}
+
+TEST_CASE("NodeDirectory: names in the last call's order are found by their hints") {
+  NodeDirectory d;
+  const std::vector<std::string> names = FillDense(d, 2000);
+  // The first call has no hints: a few wrong guesses, then every name by hash.
+  CHECK(FindManyExact(d, Window(names, 0, 2000)) == 0);
+  // The same order from a rotating start: every name but the first follows its predecessor of
+  // the last call.
+  CHECK(FindManyExact(d, Window(names, 700, 680)) == 679);
+  // Around the end: the step from the last name to the first was never seen, then it was.
+  CHECK(FindManyExact(d, Window(names, 1700, 680)) == 678);
+  CHECK(FindManyExact(d, Window(names, 1700, 680)) == 679);
+  // kube-scheduler skips nodes its own filters reject: the name after each skip is guessed
+  // wrong (678 names: the first and two after skips).
+  std::vector<std::string_view> skipping = Window(names, 0, 680);
+  skipping.erase(skipping.begin() + 100);
+  skipping.erase(skipping.begin() + 400);
+  CHECK(FindManyExact(d, skipping) == 675);
+  // That call taught the hints its steps: asked again, only the first name is guessed wrong.
+  CHECK(FindManyExact(d, skipping) == 677);
+  // A name that is no node, and a node out of its place: each is guessed wrong, and so is the
+  // name after it (after a name not found there is no guess).
+  std::vector<std::string_view> odd = Window(names, 10, 50);
+  odd.insert(odd.begin() + 20, "not-a-node");
+  odd.insert(odd.begin() + 30, names[12]);
+  CHECK(FindManyExact(d, odd) == 47);
+  // Another order altogether (every seventh name): the wrong guesses give way to hashed
+  // lookups, and the order is learnt for the next call.
+  CHECK(FindManyExact(d, Window(names, 3, 600, 7)) == 0);
+  CHECK(FindManyExact(d, Window(names, 3, 600, 7)) == 599);
+}
+
+TEST_CASE("NodeDirectory: stale hints never change an answer") {
+  NodeDirectory d;
+  const std::vector<std::string> old = FillDense(d, 500);
+  CHECK(FindManyExact(d, Window(old, 0, 500)) == 0);
+  CHECK(FindManyExact(d, Window(old, 0, 500)) == 499);
+  // Every tenth node leaves, and a node of another name takes its slot.
+  std::vector<std::string> names = old;
+  for (size_t i = 10; i < names.size(); i += 10) {
+    REQUIRE(d.Erase(names[i]));
+    names[i] = StrCat("replacement-", i);
+    d.Insert(names[i], static_cast<Slot>(i));
+  }
+  // The old names: the hint into each such slot now meets another name, so the old one is not
+  // found, and the name after it is looked up without a guess (49 of each).
+  CHECK(FindManyExact(d, Window(old, 0, 500)) == 499 - 2 * 49);
+  // The new names follow the same hints into the same slots.
+  CHECK(FindManyExact(d, Window(names, 0, 500)) == 499);
+  // The new nodes move to other slots: the hints into the old slots meet no name at all.
+  for (size_t i = 10; i < names.size(); i += 10) {
+    REQUIRE(d.Erase(names[i]));
+    d.Insert(names[i], static_cast<Slot>(1000 + i));
+  }
+  CHECK(FindManyExact(d, Window(names, 0, 500)) == 499 - 2 * 49);
+  CHECK(FindManyExact(d, Window(names, 0, 500)) == 499);
+  // A compact copy, which the model swaps in when it grows the directory, keeps the hints.
+  NodeDirectory copy(d, 10);
+  CHECK(FindManyExact(copy, Window(names, 0, 500)) == 499);
+}
+
+TEST_CASE("NodeDirectory: readers sharing it find every name while their hints cross") {
+  NodeDirectory d;
+  const std::vector<std::string> names = FillDense(d, 3000);
+  std::vector<std::thread> readers;
+  std::atomic<int> wrong{0};
+  for (int t = 0; t < 4; ++t) {
+    readers.emplace_back([&, t] {
+      for (int call = 0; call < 40; ++call) {
+        // Different strides: each reader's order rewrites the others' hints.
+        const std::vector<std::string_view> w = Window(names, static_cast<size_t>(call * 97), 700,
+                                                       static_cast<size_t>(1 + 2 * t));
+        std::vector<Slot> got(w.size());
+        d.FindMany(w, got.data());
+        for (size_t i = 0; i < w.size(); ++i) wrong += got[i] == d.Find(w[i]) ? 0 : 1;
+      }
+    });
+  }
+  for (std::thread& r : readers) r.join();
+  CHECK(wrong == 0);
 }
 
 TEST_CASE("NodeDirectory: room counts down with inserts, and a copy gives back erased names' bytes") {
