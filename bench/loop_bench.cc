@@ -628,7 +628,7 @@ RunFigures RunOnce(const LoopOptions& o, const std::string& binary, int nodes, i
     }
     next_start = (next_start + processed) % nodes;
     if (feasible.empty()) return fail("the cluster is full: more nodes or fewer pods");
-    std::string body = StrCat(R"({"Pod":)", p.json, R"(,"NodeNames":[)");
+    std::string body = StrCat(R"({"Pod":)", p.json, R"(,"Nodes":null,"NodeNames":[)");
     for (size_t k = 0; k < feasible.size(); ++k) {
       StrAppend(&body, k ? "," : "", "\"", room[static_cast<size_t>(feasible[k])].name, "\"");
     }
@@ -653,7 +653,7 @@ RunFigures RunOnce(const LoopOptions& o, const std::string& binary, int nodes, i
     }
     std::string chosen = passed[0];
     if (passed.size() > 1) {
-      body = StrCat(R"({"Pod":)", p.json, R"(,"NodeNames":[)");
+      body = StrCat(R"({"Pod":)", p.json, R"(,"Nodes":null,"NodeNames":[)");
       for (size_t k = 0; k < passed.size(); ++k) StrAppend(&body, k ? "," : "", "\"", passed[k], "\"");
       body += "]}";
       f.verb_bytes_sent += static_cast<int64_t>(body.size());
