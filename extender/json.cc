@@ -130,7 +130,8 @@ absl::StatusOr<JsonDocument> JsonDocument::Parse(std::string_view text, size_t m
 }
 
 absl::StatusOr<simdjson::dom::element> ParseReused(std::string_view text, size_t max_depth) {
-  thread_local simdjson::dom::parser parser;
+  thread_local simdjson::dom::parser parsers[2];
+  simdjson::dom::parser& parser = parsers[max_depth == kDefaultMaxDepth ? 0 : 1];
   if (parser.max_depth() != max_depth || parser.capacity() < text.size() + 1) {
     const size_t cap = std::max(parser.capacity(), text.size() + 1);
     if (parser.allocate(cap, max_depth) != simdjson::SUCCESS) {
@@ -287,6 +288,8 @@ bool AllPlain(std::string_view s) {
 }
 
 }  // namespace
+
+bool PlainJsonText(std::string_view s) { return AllPlain(s); }
 
 std::optional<std::pair<std::string_view, std::string_view>> FirstMember(std::string_view text) {
   size_t i = 0;

@@ -39,13 +39,16 @@ absl::Status FieldError(const JsonPath& path, std::string_view what);
 /// The JSON type of an element, in words ("a string", "an object", ...), for error messages.
 std::string_view TypeName(simdjson::dom::element el);
 
+/// How deep a parsed document may nest, unless a caller asks otherwise.
+inline constexpr size_t kDefaultMaxDepth = 256;
+
 /// A parsed JSON document. Owns its parser, so the DOM stays valid while the document lives.
 /// Syntax errors name the line, column and problem ("line 3, column 14: syntax error while
 /// parsing object - unexpected '}'; expected string literal").
 class JsonDocument {
  public:
   /// Parses `text`. \param max_depth nesting limit (deeper documents are rejected, not recursed).
-  static absl::StatusOr<JsonDocument> Parse(std::string_view text, size_t max_depth = 256);
+  static absl::StatusOr<JsonDocument> Parse(std::string_view text, size_t max_depth = kDefaultMaxDepth);
   simdjson::dom::element root() const { return root_; }
 
  private:
@@ -54,8 +57,10 @@ class JsonDocument {
 };
 
 /// Parses with a parser reused by the calling thread (no allocation once warm). The element is
-/// valid only until the same thread parses again: decode it fully before the next call.
-absl::StatusOr<simdjson::dom::element> ParseReused(std::string_view text, size_t max_depth = 256);
+/// valid only until the same thread parses again: decode it fully before the next call. Each
+/// thread keeps one parser for the default depth and one for any other, so that alternating
+/// between the default and one other depth does not reallocate.
+absl::StatusOr<simdjson::dom::element> ParseReused(std::string_view text, size_t max_depth = kDefaultMaxDepth);
 
 /// The first member of the JSON object `text`: its key, when written without escapes, and the
 /// text from its value to the end of `text`. nullopt when `text` does not begin that way.
@@ -64,6 +69,10 @@ std::optional<std::pair<std::string_view, std::string_view>> FirstMember(std::st
 /// with '{' or ends first. It checks only what it must to find the end: call it on text that
 /// parsed.
 std::string_view LeadingObject(std::string_view text);
+
+/// True when every byte of `s` can stand in a JSON string as it is and needs no look as UTF-8:
+/// ASCII from the space up, but the quote and the backslash.
+bool PlainJsonText(std::string_view s);
 
 /// Describes a JSON syntax error in `text` with line and column; used once a fast parse failed.
 std::string DescribeSyntaxError(std::string_view text);

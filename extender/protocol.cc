@@ -2,6 +2,8 @@
 
 #include <strings.h>
 
+#include <cstring>
+
 #include "core/strings.h"
 #include "extender/json.h"
 #include "extender/k8s_codec.h"
@@ -155,6 +157,90 @@ absl::StatusOr<ExtenderArgs> DecodeExtenderArgs(simdjson::dom::element root,
   }
   return FieldError(top.Field("NodeNames"),
                     "ExtenderArgs needs NodeNames (nodeCacheCapable: true) or Nodes (false); both are null");
+}
+
+namespace {
+
+// Reads, from the start of `text`, the members kube-scheduler writes after the pod with
+// nodeCacheCapable: true, `,"Nodes":null,"NodeNames":[...]}` ("Nodes" may be left out), then
+// only whitespace. Each name
+// must be plain text (PlainJsonText): a name with an escape, or with bytes that would need a
+// look as UTF-8, makes it give up. \return false, with `out` in any state, for anything else.
+bool ReadNodeNamesTail(std::string_view text, std::vector<std::string_view>* out) {
+  const size_t n = text.size();
+  const char* p = text.data();
+  size_t i = 0;
+  auto space = [&] {
+    while (i < n && (p[i] == ' ' || p[i] == '\t' || p[i] == '\n' || p[i] == '\r')) ++i;
+  };
+  auto take = [&](std::string_view token) {
+    space();
+    if (text.substr(i, token.size()) != token) return false;
+    i += token.size();
+    return true;
+  };
+  if (!take(",")) return false;
+  // kube-scheduler writes the null "Nodes" (a Go struct's nil pointer); without it, the same.
+  if (take(R"("Nodes")") && !(take(":") && take("null") && take(","))) return false;
+  if (!take(R"("NodeNames")") || !take(":") || !take("[")) return false;
+  space();
+  if (i < n && p[i] == ']') {
+    ++i;
+  } else {
+    for (;;) {
+      if (!take("\"")) return false;
+      const void* quote = std::memchr(p + i, '"', n - i);
+      if (quote == nullptr) return false;
+      const size_t end = static_cast<size_t>(static_cast<const char*>(quote) - p);
+      const std::string_view name = text.substr(i, end - i);
+      // No backslash either, so the quote found is the one that ends the name.
+      if (!PlainJsonText(name)) return false;
+      out->push_back(name);
+      i = end + 1;
+      space();
+      if (i < n && p[i] == ',') {
+        ++i;
+        continue;
+      }
+      if (!take("]")) return false;
+      break;
+    }
+  }
+  if (!take("}")) return false;
+  space();
+  return i == n;
+}
+
+}  // namespace
+
+std::optional<ExtenderArgs> DecodeNodeNamesArgs(std::string_view body, const core::ResourceNames& names,
+                                                DecodedPodCache* cache) {
+  const auto first = FirstMember(body);
+  if (!first || first->first != "Pod") return std::nullopt;
+  const std::string_view rest = first->second;  // from the pod's first byte to the end
+  const std::string_view pod_text = LeadingObject(rest);
+  if (pod_text.empty()) return std::nullopt;
+  ExtenderArgs args;
+  // Hundreds of names: room for one every twenty bytes, then the exact count.
+  args.node_names.reserve((rest.size() - pod_text.size()) / 20 + 1);
+  if (!ReadNodeNamesTail(rest.substr(pod_text.size()), &args.node_names)) return std::nullopt;
+  if (std::optional<core::Pod> known = cache != nullptr ? cache->Find(rest, names) : std::nullopt) {
+    args.pod = *std::move(known);
+    return args;
+  }
+  // The pod alone, one level shallower than in the body: the same pods parse as in the whole.
+  if (pod_text.size() > (size_t{1} << 20)) return std::nullopt;
+  absl::StatusOr<simdjson::dom::element> root = ParseReused(pod_text, kDefaultMaxDepth - 1);
+  if (!root.ok()) return std::nullopt;
+  simdjson::dom::object obj;
+  if (root->get_object().get(obj) != simdjson::SUCCESS) return std::nullopt;
+  core::ResourceNameScope scope(names);
+  const JsonPath top;
+  absl::StatusOr<core::Pod> pod = DecodePod(obj, scope, top.Field("Pod"), NameMode::kLookup);
+  if (!pod.ok()) return std::nullopt;
+  args.pod = *std::move(pod);
+  if (cache != nullptr) cache->Remember(pod_text, names, args.pod);
+  return args;
 }
 
 absl::StatusOr<BindingArgs> DecodeBindingArgs(simdjson::dom::element root) {

@@ -49,6 +49,16 @@ class ParsedBody {
   simdjson::dom::element root_;
 };
 
+// ExtenderArgs from a verb's body. kube-scheduler's own form is read without a parse of the
+// whole body (DecodeNodeNamesArgs); any other, and any error, goes the general way, which gives
+// the same answer and names the error. `parsed` holds what the general way parsed.
+absl::StatusOr<ExtenderArgs> ReadExtenderArgs(std::string_view body, const core::ResourceNames& names,
+                                              DecodedPodCache* pods, ParsedBody* parsed) {
+  if (std::optional<ExtenderArgs> args = DecodeNodeNamesArgs(body, names, pods)) return *std::move(args);
+  if (absl::Status s = parsed->Parse(body); !s.ok()) return s;
+  return DecodeExtenderArgs(parsed->root(), names, body, pods);
+}
+
 std::string_view LabelOr(const core::Labels& labels, std::string_view key, std::string_view dflt) {
   auto v = labels.Get(key);
   return v && !v->empty() ? *v : dflt;
@@ -287,8 +297,7 @@ void Service::Learn(const core::Pod& pod, std::vector<core::NodeUpsert> nodes) {
 
 Reply Service::FilterVerb(std::string_view body, std::vector<policy::NodeVerdict>* verdicts_out) {
   ParsedBody parsed;
-  if (absl::Status s = parsed.Parse(body); !s.ok()) return VerbErrorReply(400, ToStd(s.message()));
-  absl::StatusOr<ExtenderArgs> args = DecodeExtenderArgs(parsed.root(), model_->resources(), body, &verb_pods_);
+  absl::StatusOr<ExtenderArgs> args = ReadExtenderArgs(body, model_->resources(), &verb_pods_, &parsed);
   if (!args.ok()) return VerbErrorReply(400, ToStd(args.status().message()));
   if (options_.mode == Mode::kStandalone) {
     std::vector<core::NodeUpsert> nodes;
@@ -372,8 +381,7 @@ policy::FairShare* Service::fair_share() const { return pipeline_->fair_share();
 
 Reply Service::PrioritizeVerb(std::string_view body) {
   ParsedBody parsed;
-  if (absl::Status s = parsed.Parse(body); !s.ok()) return VerbErrorReply(400, ToStd(s.message()));
-  absl::StatusOr<ExtenderArgs> args = DecodeExtenderArgs(parsed.root(), model_->resources(), body, &verb_pods_);
+  absl::StatusOr<ExtenderArgs> args = ReadExtenderArgs(body, model_->resources(), &verb_pods_, &parsed);
   if (!args.ok()) return VerbErrorReply(400, ToStd(args.status().message()));
   const std::vector<int64_t> scores = framework_->Score(args->pod, args->node_names);
   if (spdlog::should_log(spdlog::level::debug)) {

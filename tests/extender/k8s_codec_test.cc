@@ -22,6 +22,7 @@
 #include "nlohmann/json.hpp"
 #include "tests/testing/builders.h"
 #include "tests/testing/files.h"
+#include "tests/testing/same_objects.h"
 #include "tests/testing/text.h"
 
 namespace berth::extender {
@@ -823,35 +824,6 @@ TEST_CASE("DecodeList errors", "[codec][list]") {
 }
 
 // ---- encode/decode round trip ----------------------------------------------------------------
-
-void CheckSamePod(const core::Pod& a, const core::Pod& b) {
-  CHECK(a.uid == b.uid);
-  CHECK(a.ns == b.ns);
-  CHECK(a.name == b.name);
-  CHECK(a.scheduler_name == b.scheduler_name);
-  CHECK(a.node_name == b.node_name);
-  CHECK(a.nominated_node == b.nominated_node);
-  CHECK(a.phase == b.phase);
-  CHECK(a.priority == b.priority);
-  CHECK(a.priority_class == b.priority_class);
-  CHECK(a.creation == b.creation);
-  CHECK(a.terminating == b.terminating);
-  CHECK(a.labels == b.labels);
-  CHECK(a.annotations == b.annotations);
-  CHECK(a.request == b.request);
-  REQUIRE((a.placement == nullptr) == (b.placement == nullptr));
-  if (a.placement != nullptr) CHECK(*a.placement == *b.placement);
-}
-
-void CheckSameNode(const core::Node& a, const core::Node& b) {
-  CHECK(a.name == b.name);
-  CHECK(a.labels == b.labels);
-  CHECK(a.capacity == b.capacity);
-  CHECK(a.allocatable == b.allocatable);
-  CHECK(a.unschedulable == b.unschedulable);
-  CHECK(a.taints == b.taints);
-  CHECK(a.creation == b.creation);
-}
 
 // Encodes, prints as JSON text, parses and decodes again.
 core::Pod PodRoundTrip(const core::Pod& pod, core::ResourceNames& names) {
