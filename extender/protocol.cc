@@ -163,9 +163,9 @@ namespace {
 
 // Reads, from the start of `text`, the members kube-scheduler writes after the pod with
 // nodeCacheCapable: true, `,"Nodes":null,"NodeNames":[...]}` ("Nodes" may be left out), then
-// only whitespace. Each name
-// must be plain text (PlainJsonText): a name with an escape, or with bytes that would need a
-// look as UTF-8, makes it give up. \return false, with `out` in any state, for anything else.
+// only whitespace. Each name must be plain text (PlainJsonText): a name with an escape, or with
+// bytes that would need a look as UTF-8, makes it give up. \return false, with `out` in any
+// state, for anything else.
 bool ReadNodeNamesTail(std::string_view text, std::vector<std::string_view>* out) {
   const size_t n = text.size();
   const char* p = text.data();

@@ -60,10 +60,10 @@ absl::StatusOr<ExtenderArgs> DecodeExtenderArgs(simdjson::dom::element root,
                                                 std::string_view body = {},
                                                 DecodedPodCache* cache = nullptr);
 /// ExtenderArgs read without parsing the whole body, when it has the form kube-scheduler sends
-/// with nodeCacheCapable: true, `{"Pod":{...},"Nodes":null,"NodeNames":["a",...]}` (members in
-/// that order, "Nodes" optional, any JSON whitespace, names of plain ASCII without escapes). The pod is taken
-/// from `cache` when its text is the one remembered, and otherwise parsed alone (and
-/// remembered); the names are read in place, pointing into `body`.
+/// with nodeCacheCapable: true, `{"Pod":{...},"Nodes":null,"NodeNames":["a",...]}`: members in
+/// that order, "Nodes" optional, any JSON whitespace, names of plain ASCII without escapes. The
+/// pod is taken from `cache` when its text is the one remembered, and otherwise parsed alone
+/// (and remembered); the names are read in place, pointing into `body`.
 ///
 /// The answer is exactly DecodeExtenderArgs's for the same body. nullopt for a body in any
 /// other form, or one with an error: the caller then parses it whole and calls
