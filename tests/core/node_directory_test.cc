@@ -121,7 +121,7 @@ TEST_CASE("NodeDirectory: erasing every entry of a probe run leaves the others f
 std::vector<std::string> FillDense(NodeDirectory& d, int count) {
   std::vector<std::string> names;
   for (int i = 0; i < count; ++i) {
-    names.push_back(StrCat("gke-prod-pool-", i % 3, "-", 1000003 * i % 999983, "-x7k2"));
+    names.push_back(StrCat("gke-prod-pool-", i % 3, "-", int64_t{1000003} * i % 999983, "-x7k2"));
     d.Insert(names.back(), static_cast<Slot>(i));
   }
   return names;
@@ -207,7 +207,7 @@ TEST_CASE("NodeDirectory: stale hints never change an answer") {
   CHECK(FindManyExact(copy, Window(names, 0, 500)) == 499);
 }
 
-TEST_CASE("NodeDirectory: readers sharing it find every name while their hints cross") {
+TEST_CASE("NodeDirectory: readers sharing it find every name while their hints cross", "[concurrency]") {
   NodeDirectory d;
   const std::vector<std::string> names = FillDense(d, 3000);
   std::vector<std::thread> readers;
