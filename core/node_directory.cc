@@ -92,16 +92,13 @@ size_t NodeDirectory::FindMany(std::span<const std::string_view> names, Slot* ou
       // (the first call) or a new order. The rest is looked up by hash, pipelined.
       if (++misses > 8 && 4 * misses > i + 1) break;
       slot = Find(names[i]);
-      if (prev != kNone && slot != kNone) {
-        std::atomic_ref<Slot>(slots_[prev].next).store(slot, std::memory_order_relaxed);
-      }
     }
     out[i] = slot;
     prev = slot;
   }
-  if (i == n) return hits;
-  FindHashed(names, i, out);
-  for (size_t j = std::max<size_t>(i, 1); j < n; ++j) {
+  if (i < n) FindHashed(names, i, out);
+  // This call's order is the next call's guesses. A hint is written only where it changes.
+  for (size_t j = 1; j < n; ++j) {
     if (out[j - 1] == kNone || out[j] == kNone) continue;
     std::atomic_ref<Slot> next(slots_[out[j - 1]].next);
     if (next.load(std::memory_order_relaxed) != out[j]) next.store(out[j], std::memory_order_relaxed);
