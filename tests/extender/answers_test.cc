@@ -5,12 +5,14 @@
 
 #include <catch2/catch.hpp>
 
+#include <cstdint>
 #include <set>
 #include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
 
+#include "core/strings.h"
 #include "extender/json.h"
 #include "extender/protocol.h"
 #include "extender/sim/answers.h"
@@ -78,6 +80,76 @@ TEST_CASE("prioritize answers write no zero score, keep every host, and sum as t
   const std::vector<std::string_view> candidates = {"cpu-2", "gpu-1", "gpu-2", "cpu-1", "gpu-3", "spare"};
   CHECK(Sums(now, candidates) == Sums(before, candidates));
   CHECK(Sums(now, candidates) == std::vector<int64_t>{500, 0, 0, 350, 0, 0});
+}
+
+// Host names as kube-scheduler could send them (most plain, some that JSON must escape or that
+// are not UTF-8), more of them, with longer messages, than the answers' first guess of their size.
+std::vector<std::string> AwkwardHosts() {
+  std::vector<std::string> hosts = {"we\"ird", "back\\slash", "tab\there", "ctl\x01", "",
+                                    "\xc3\xbc" "n\xc3\xaf" "code", "bad-\xff-utf8", "new\nline"};
+  for (int i = 0; i < 3000; ++i) {
+    hosts.push_back(StrCat(i % 7 == 0 ? "esc\"aped-" : "gke-prod-pool-", i, "-x7k2"));
+  }
+  return hosts;
+}
+
+// The JSON text of `s` as AppendJsonString writes it: the answers' strings must read back so.
+std::string Quoted(std::string_view s) {
+  std::string out;
+  extender::AppendJsonString(&out, s);
+  return out;
+}
+
+TEST_CASE("answers write every host name and message as JSON strings, however many and long",
+          "[protocol][answers]") {
+  const std::vector<std::string> owned = AwkwardHosts();
+  const std::vector<std::string_view> hosts(owned.begin(), owned.end());
+  std::vector<int64_t> scores;
+  for (size_t i = 0; i < hosts.size(); ++i) {
+    scores.push_back(i == 1 ? INT64_MIN : i == 2 ? INT64_MAX : static_cast<int64_t>(i % 11) - 1);
+  }
+  std::string want = "[";
+  for (size_t i = 0; i < hosts.size(); ++i) {
+    want += StrCat(i == 0 ? "" : ",", R"({"Host":)", Quoted(hosts[i]));
+    if (scores[i] != 0) want += StrCat(R"(,"Score":)", scores[i]);
+    want += "}";
+  }
+  want += "]";
+  const std::string prioritize = extender::EncodePriorityList(hosts, scores);
+  CHECK(prioritize == want);
+  CHECK_NOTHROW(Json::parse(prioritize));
+
+  extender::ExtenderArgs args;
+  args.node_names = hosts;
+  std::vector<policy::NodeVerdict> verdicts(hosts.size());
+  for (size_t i = 0; i < hosts.size(); ++i) {
+    if (i % 3 == 1) {
+      verdicts[i] = {.fit = policy::Fit::kUnschedulable, .reason = policy::Reason::kInsufficientResource,
+                     .message = StrCat("berth: \"insufficient\"\n", std::string(200, 'm'), i)};
+    } else if (i % 3 == 2) {
+      verdicts[i] = {.fit = policy::Fit::kUnresolvable, .reason = policy::Reason::kExceedsAllocatable,
+                     .message = StrCat("too small \t", i)};
+    }
+  }
+  for (AnswerForm form : {AnswerForm::kShort, AnswerForm::kLong}) {
+    const std::string filter = extender::EncodeFilterResult(args, verdicts, form);
+    std::string passed;
+    std::string failed[2];
+    for (size_t i = 0; i < hosts.size(); ++i) {
+      const auto& v = verdicts[i];
+      if (v.ok()) {
+        passed += StrCat(passed.empty() ? "" : ",", Quoted(hosts[i]));
+        continue;
+      }
+      std::string& list = failed[v.fit == policy::Fit::kUnschedulable ? 0 : 1];
+      const std::string_view text = form == AnswerForm::kShort ? policy::ReasonSummary(v.reason)
+                                                               : std::string_view(v.message);
+      list += StrCat(list.empty() ? "" : ",", Quoted(hosts[i]), ":", Quoted(text));
+    }
+    CHECK(filter == StrCat(R"({"Nodes":null,"NodeNames":[)", passed, R"(],"FailedNodes":{)", failed[0],
+                           R"(},"FailedAndUnresolvableNodes":{)", failed[1], R"(},"Error":""})"));
+    CHECK_NOTHROW(Json::parse(filter));
+  }
 }
 
 TEST_CASE("prioritize through the service: hosts berth scores 0 are named without a score",
