@@ -295,7 +295,7 @@ std::optional<std::pair<std::string_view, std::string_view>> FirstMember(std::st
   size_t i = 0;
   const size_t n = text.size();
   auto skip_space = [&] {
-    while (i < n && (text[i] == ' ' || text[i] == '\t' || text[i] == '\n' || text[i] == '\r')) ++i;
+    while (i < n && IsJsonSpace(text[i])) ++i;
   };
   auto expect = [&](char c) {
     skip_space();

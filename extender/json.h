@@ -42,6 +42,13 @@ std::string_view TypeName(simdjson::dom::element el);
 /// How deep a parsed document may nest, unless a caller asks otherwise.
 inline constexpr size_t kDefaultMaxDepth = 256;
 
+/// Texts above this are parsed with a parser of their own (JsonDocument), so the per-thread
+/// parsers that serve the hot verbs (ParseReused) stay small.
+inline constexpr size_t kReusedParserLimit = size_t{1} << 20;
+
+/// JSON's whitespace: space, tab, line feed, carriage return.
+inline bool IsJsonSpace(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
+
 /// A parsed JSON document. Owns its parser, so the DOM stays valid while the document lives.
 /// Syntax errors name the line, column and problem ("line 3, column 14: syntax error while
 /// parsing object - unexpected '}'; expected string literal").

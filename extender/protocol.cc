@@ -171,7 +171,7 @@ bool ReadNodeNamesTail(std::string_view text, std::vector<std::string_view>* out
   const char* p = text.data();
   size_t i = 0;
   auto space = [&] {
-    while (i < n && (p[i] == ' ' || p[i] == '\t' || p[i] == '\n' || p[i] == '\r')) ++i;
+    while (i < n && IsJsonSpace(p[i])) ++i;
   };
   auto take = [&](std::string_view token) {
     space();
@@ -229,7 +229,7 @@ std::optional<ExtenderArgs> DecodeNodeNamesArgs(std::string_view body, const cor
     return args;
   }
   // The pod alone, one level shallower than in the body: the same pods parse as in the whole.
-  if (pod_text.size() > (size_t{1} << 20)) return std::nullopt;
+  if (pod_text.size() > kReusedParserLimit) return std::nullopt;
   absl::StatusOr<simdjson::dom::element> root = ParseReused(pod_text, kDefaultMaxDepth - 1);
   if (!root.ok()) return std::nullopt;
   simdjson::dom::object obj;

@@ -22,10 +22,6 @@
 namespace berth::extender {
 namespace {
 
-// Bodies above this are parsed with a parser of their own, so the per-thread parsers that serve
-// the hot verbs stay small.
-constexpr size_t kReusedParserLimit = 1 << 20;
-
 // A parsed request body, valid while this object lives.
 class ParsedBody {
  public:

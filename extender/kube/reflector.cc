@@ -62,7 +62,7 @@ absl::Status JsonStreamSplitter::Feed(std::string_view data,
       continue;
     }
     if (depth_ == 0) {
-      if (c == ' ' || c == '\n' || c == '\r' || c == '\t') continue;
+      if (IsJsonSpace(c)) continue;
       if (c != '{' && c != '[') {
         return absl::DataLossError(StrCat("watch stream: expected a JSON object, found '",
                                           std::string_view(&c, 1), "'"));
