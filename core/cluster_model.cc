@@ -23,6 +23,14 @@ ResourceVector NodeState::Free() const {
   return free;
 }
 
+void NodeState::RefreshRoom() {
+  for (size_t i = 0; i < WellKnownAmounts::kResources; ++i) {
+    const auto id = static_cast<ResourceId>(i);
+    room.free[i] = FreeFromVectors(id);
+    room.allocatable[i] = node.allocatable.Get(id);
+  }
+}
+
 // ---- ClusterState (reads) --------------------------------------------------------------------
 
 NodeSlot ClusterState::FindNodeSlot(std::string_view name) const {
@@ -332,7 +340,10 @@ ClusterModel::Adds ClusterModel::AddsOf(std::span<const ModelEvent> events) cons
   return adds;
 }
 
-void ClusterModel::Touch(NodeSlot slot) { nodes_[slot].generation = generation_; }
+void ClusterModel::Touch(NodeSlot slot) {
+  nodes_[slot].generation = generation_;
+  nodes_[slot].RefreshRoom();
+}
 
 NodeSlot ClusterModel::NodeSlotFor(std::string_view name) {
   if (const NodeSlot known = node_by_name_.Find(name); known != kNoNode) return known;

@@ -34,21 +34,37 @@ using NodeSlot = uint32_t;
 using PodSlot = uint32_t;
 inline constexpr NodeSlot kNoNode = UINT32_MAX;
 
+/// The amounts of the well-known resources (ids below kNumWellKnownResources) that every
+/// filter and score reads for every candidate, kept with the slot's header so that they are in
+/// the node's first two cache lines. The model writes it after every change to the node's
+/// allocatable or usage (ClusterModel::Touch); everyone else only reads it.
+struct WellKnownAmounts {
+  static constexpr size_t kResources = kNumWellKnownResources;
+  int64_t free[kResources] = {};         ///< NodeState::FreeOf of each
+  int64_t allocatable[kResources] = {};  ///< node.allocatable of each
+};
+
 /// One node slot of the model. A slot also exists for a node name that bound pods refer to but
 /// that berth has not seen as a Node (yet, or any more): `present` is false and the pods' usage
 /// is kept there, so it is counted again as soon as the Node (re)appears, whatever the order in
 /// which objects arrive.
-struct NodeState {
-  Node node;
+///
+/// Laid out for the filter and score loops, which read, per candidate, only the fields before
+/// `node`: they fill the first two cache lines of the (cache-line aligned) slot. The name,
+/// labels, taints, pod list and full vectors after them are read to explain, to plan, and for
+/// resources beyond the well-known ones.
+struct alignas(64) NodeState {
+  NodeSlot slot = kNoNode;    ///< this slot's own index (policies index per-node tables by it)
   bool present = false;
+  uint32_t binds_in_flight = 0;  ///< ledger entries on this node (keeps the slot alive)
+  uint32_t reservations = 0;     ///< reservations on this node (keeps the slot alive)
+  uint64_t generation = 0;    ///< model generation of the last change to this slot
+  WellKnownAmounts room;      ///< written by the model only (RefreshRoom)
+  Node node;
   ResourceVector requested;   ///< effective requests of the bound, non-terminal pods
   ResourceVector assumed;     ///< in-flight binds (see the ledger)
   ResourceVector reserved;    ///< room held for pods not bound yet (see Reservation)
-  uint32_t binds_in_flight = 0;  ///< ledger entries on this node (keeps the slot alive)
-  uint32_t reservations = 0;     ///< reservations on this node (keeps the slot alive)
   std::vector<PodSlot> pods;  ///< the bound, non-terminal pods
-  uint64_t generation = 0;    ///< model generation of the last change to this slot
-  NodeSlot slot = kNoNode;    ///< this slot's own index (policies index per-node tables by it)
 
   /// allocatable - requested - assumed - reserved, per resource (may be negative when
   /// over-committed, or while room is held for a pod whose victims are still leaving).
@@ -57,10 +73,22 @@ struct NodeState {
   /// between 0 and INT64_MAX, and requested + assumed + reserved at most INT64_MAX (it refuses
   /// any change that would break this), so the difference always fits an int64.
   ResourceVector Free() const;
-  /// Free() of one resource, without building the vector.
+  /// Free() of one resource, without building the vector: from `room` for a well-known one.
   int64_t FreeOf(ResourceId id) const {
+    return id < WellKnownAmounts::kResources ? room.free[id] : FreeFromVectors(id);
+  }
+  /// node.allocatable of one resource: from `room` for a well-known one.
+  int64_t AllocatableOf(ResourceId id) const {
+    return id < WellKnownAmounts::kResources ? room.allocatable[id] : node.allocatable.Get(id);
+  }
+  /// requested + assumed + reserved of one resource (exact, see Free).
+  int64_t InUseOf(ResourceId id) const { return AllocatableOf(id) - FreeOf(id); }
+  /// Free() of one resource, from the vectors themselves.
+  int64_t FreeFromVectors(ResourceId id) const {
     return node.allocatable.Get(id) - requested.Get(id) - assumed.Get(id) - reserved.Get(id);
   }
+  /// Copies the well-known amounts into `room`, after a change to allocatable or usage.
+  void RefreshRoom();
 };
 
 /// One pod of the model.
@@ -598,6 +626,8 @@ class ClusterModel : private ClusterState {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   /// Reconciles the ledger entry of a pod with what the pod object now says.
   void ReconcileLedger(PodSlot slot, ApplyStats* stats) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  /// Marks a node slot changed (its generation) and refreshes its room: called after every
+  /// change to its allocatable, requested, assumed or reserved.
   void Touch(NodeSlot slot) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   /// Upserts and deletes of the rare kinds (pools, queues, PodGroups, PriorityClasses).
   void ApplyKind(const ModelEvent& event, ApplyStats* stats) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

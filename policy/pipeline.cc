@@ -166,16 +166,15 @@ NodeVerdict RunFilters(const std::vector<std::shared_ptr<FilterPlugin>>& filters
 // eight ahead is in the caches when its turn comes and still there after the seven before it.
 constexpr size_t kPrefetchAhead = 8;
 
-// Asks the caches for the part of a node's state that the filters and scores read: from its
-// allocatable to its slot (the index of the modules' per-node tables), which takes in the
-// three amounts in use (requested, in-flight, held). That is five or six of the seven cache
-// lines a NodeState spans; the name and labels before it are read only to explain.
+// Asks the caches for the part of a node's state that the filters and scores read: its header
+// (slot, counts) and the well-known resources' amounts, the two cache lines before `node`.
+// The name, labels and full vectors after them are read only to explain, or for a resource
+// beyond the well-known ones.
 void PrefetchNode(const core::NodeState* node) {
   if (node == nullptr) return;
-  const char* from = reinterpret_cast<const char*>(&node->node.allocatable);
-  const char* to = reinterpret_cast<const char*>(&node->slot + 1);
+  const char* from = reinterpret_cast<const char*>(node);
+  const char* to = reinterpret_cast<const char*>(&node->node);
   for (const char* p = from; p < to; p += 64) __builtin_prefetch(p);
-  __builtin_prefetch(to - 1);
 }
 
 }  // namespace

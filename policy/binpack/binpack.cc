@@ -31,14 +31,11 @@ int64_t BinpackScore::FineScore(const CycleContext& ctx, const core::NodeState& 
   int64_t weighted = 0;
   int64_t total = 0;
   for (const auto& [id, weight] : weights_) {
-    const int64_t alloc = node.node.allocatable.Get(id);
+    const int64_t alloc = node.AllocatableOf(id);
     if (alloc <= 0) continue;
-    const int64_t used = std::max<int64_t>(
-        core::SaturatingAdd(
-            core::SaturatingAdd(core::SaturatingAdd(node.requested.Get(id), node.assumed.Get(id)),
-                                node.reserved.Get(id)),
-            ctx.pod.request.Get(id)),
-        0);
+    // requested + assumed + reserved (exact, see NodeState::Free) and the pod's request.
+    const int64_t used =
+        std::max<int64_t>(core::SaturatingAdd(node.InUseOf(id), ctx.pod.request.Get(id)), 0);
     // A node used up (or over-committed) has the whole share. Otherwise the share is below
     // kScale: in 64 bits unless used * kScale overflows (memory beyond ~900 TB), then 128.
     int64_t share = kScale;

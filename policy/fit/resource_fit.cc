@@ -25,7 +25,7 @@ NodeVerdict CheckFit(const core::ResourceNames& names, const core::ResourceVecto
     if (extra_free != nullptr) freed = core::SaturatingAdd(freed, extra_free->Get(id));
     const int64_t have = core::SaturatingAdd(base, freed);
     if (want <= have) continue;
-    const int64_t alloc = node.node.allocatable.Get(id);
+    const int64_t alloc = node.AllocatableOf(id);
     const bool never = want > alloc;
     if (never) v.fit = Fit::kUnresolvable;
     if (v.fit != Fit::kUnresolvable) v.fit = Fit::kUnschedulable;

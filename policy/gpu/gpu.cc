@@ -102,7 +102,7 @@ void AppendReserveDetail(std::string* out, const core::ResourceNames& names, cor
 
 NodeVerdict GpuReserveFilter::Filter(const CycleContext& ctx, const core::NodeState& node) const {
   if (RequestsGpu(ctx.pod) || !HasGpus(node)) return NodeVerdict::Ok();
-  const int64_t alloc_gpus = node.node.allocatable.Get(core::kNvidiaGpu);
+  const int64_t alloc_gpus = node.AllocatableOf(core::kNvidiaGpu);
   const int64_t free_gpus = ctx.FreeOf(node, core::kNvidiaGpu);
   if (free_gpus <= 0) return NodeVerdict::Ok();
   const Reserve cpu = CheckReserve(ctx, node, core::kCpu, cpu_per_gpu_milli_, free_gpus);

@@ -24,7 +24,7 @@ inline bool RequestsGpu(const core::Pod& pod) { return pod.request.Get(core::kNv
 
 /// True when the node advertises nvidia.com/gpu in its allocatable.
 inline bool HasGpus(const core::NodeState& node) {
-  return node.node.allocatable.Get(core::kNvidiaGpu) > 0;
+  return node.AllocatableOf(core::kNvidiaGpu) > 0;
 }
 
 /// Score `gpu-affinity`: a CPU-only pod scores 0 on a node with GPUs and kMaxScore on a node

@@ -105,6 +105,13 @@ std::string CheckInvariants(const ClusterState& s) {
     if (n.requested.AnyNegative() || n.assumed.AnyNegative()) {
       StrAppend(&err, "node ", n.node.name, " negative usage; ");
     }
+    for (size_t i = 0; i < WellKnownAmounts::kResources; ++i) {
+      const auto id = static_cast<ResourceId>(i);
+      if (n.room.free[i] != n.FreeFromVectors(id) ||
+          n.room.allocatable[i] != n.node.allocatable.Get(id)) {
+        StrAppend(&err, "node ", n.node.name, " room of resource ", id, " is stale; ");
+      }
+    }
   });
   if (nodes != s.node_count()) StrAppend(&err, "node_count mismatch; ");
   if (binds > s.binds_in_flight()) StrAppend(&err, "ledger count mismatch; ");
@@ -181,6 +188,60 @@ TEST_CASE_METHOD(ModelTest, "Model: node delete is idempotent", "[model]") {
     CHECK(n.node.name == "n2");
   });
   CHECK(visited == 1);
+}
+
+// The filters and scores read the well-known amounts from the slot's first two cache lines;
+// the full vectors stay the truth. Every change that moves them must move the copy.
+TEST_CASE_METHOD(ModelTest, "Model: the well-known amounts follow every change to a node",
+                 "[model]") {
+  auto check = [&](std::string_view name, int64_t free_cpu, int64_t alloc_cpu) {
+    auto view = model_.Read();
+    const NodeState* n = view->FindNode(name);
+    REQUIRE(n != nullptr);
+    CHECK(n->FreeOf(kCpu) == free_cpu);
+    CHECK(n->AllocatableOf(kCpu) == alloc_cpu);
+    CHECK(n->InUseOf(kCpu) == alloc_cpu - free_cpu);
+    CHECK(CheckInvariants(*view).empty());
+    // The two lines the filter loop prefetches hold everything before the Node.
+    CHECK(reinterpret_cast<const char*>(&n->node) - reinterpret_cast<const char*>(n) <= 128);
+    CHECK(reinterpret_cast<uintptr_t>(n) % 64 == 0);
+  };
+  Apply(NodeUpsert{MakeNode("n1", 4000, 8 * kGi, 2)});
+  check("n1", 4000, 4000);
+  Apply(PodUpsert{MakePod("u1", "p1", "n1", 1000, kGi)});
+  check("n1", 3000, 4000);
+  Apply(NodeUpsert{MakeNode("n1", 6000, 8 * kGi, 2)});  // allocatable grows
+  check("n1", 5000, 6000);
+  Apply(PodUpsert{Pending("u2", "p2", 500, 0)});
+  REQUIRE(model_.Reserve("u2", "n1",
+                         Reservation{.request = Vec({{kCpu, 500}}),
+                                     .expires = clock_.Now() + absl::Minutes(1),
+                                     .purpose = "test"})
+              .ok());
+  check("n1", 4500, 6000);
+  Apply(PodUpsert{Pending("u3", "p3", 250, kGi)});
+  REQUIRE(*model_.Assume("u3", "n1", nullptr));
+  check("n1", 4250, 6000);
+  model_.Forget("u3");
+  check("n1", 4500, 6000);
+  Apply(PodDelete{.uid = "u2"});  // its reservation goes with it
+  check("n1", 5000, 6000);
+  Apply(NodeDelete{"n1"});
+  // The node comes back: the bound pod's usage was kept in the slot.
+  Apply(NodeUpsert{MakeNode("n1", 2000, 8 * kGi, 2)});
+  check("n1", 1000, 2000);
+  Apply(PodDelete{.uid = "u1"});
+  check("n1", 2000, 2000);
+  // A resource past the well-known ones is read from the vectors.
+  const ResourceId extra = *model_.resources().Intern("example.com/fpga");
+  REQUIRE(extra >= WellKnownAmounts::kResources);
+  Node with_extra = MakeNode("n1", 2000, 8 * kGi, 2);
+  with_extra.allocatable.Set(extra, 3);
+  Apply(NodeUpsert{with_extra});
+  auto view = model_.Read();
+  CHECK(view->FindNode("n1")->FreeOf(extra) == 3);
+  CHECK(view->FindNode("n1")->AllocatableOf(extra) == 3);
+  CHECK(view->FindNode("n1")->AllocatableOf(kNvidiaGpu) == 2);
 }
 
 TEST_CASE_METHOD(ModelTest, "Model: every event advances the generation", "[model]") {
