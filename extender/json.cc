@@ -345,17 +345,21 @@ std::string_view LeadingObject(std::string_view text) {
   return {};
 }
 
+void AppendPlainJsonString(std::string* out, std::string_view s) {
+  const size_t at = out->size();
+  out->resize(at + s.size() + 2);
+  char* p = out->data() + at;
+  p[0] = '"';
+  if (!s.empty()) std::memcpy(p + 1, s.data(), s.size());
+  p[s.size() + 1] = '"';
+}
+
 void AppendJsonString(std::string* out, std::string_view s) {
   static constexpr char kHex[] = "0123456789abcdef";
   // A node name, the string answers carry hundreds of: checked a word at a time and copied
   // with its quotes in one go (1,360 names a pod at 680 candidates made this loop show).
   if (AllPlain(s)) {
-    const size_t at = out->size();
-    out->resize(at + s.size() + 2);
-    char* p = out->data() + at;
-    p[0] = '"';
-    if (!s.empty()) std::memcpy(p + 1, s.data(), s.size());
-    p[s.size() + 1] = '"';
+    AppendPlainJsonString(out, s);
     return;
   }
   out->push_back('"');

@@ -127,5 +127,8 @@ class JsonWriter {
 
 /// Appends `s` as a quoted JSON string with escapes.
 void AppendJsonString(std::string* out, std::string_view s);
+/// Appends `s`, which the caller checked to be PlainJsonText, between quotes as it is (what
+/// AppendJsonString writes for it, without the check).
+void AppendPlainJsonString(std::string* out, std::string_view s);
 
 }  // namespace berth::extender

@@ -224,6 +224,7 @@ std::optional<ExtenderArgs> DecodeNodeNamesArgs(std::string_view body, const cor
   // Hundreds of names: room for one every twenty bytes, then the exact count.
   args.node_names.reserve((rest.size() - pod_text.size()) / 20 + 1);
   if (!ReadNodeNamesTail(rest.substr(pod_text.size()), &args.node_names)) return std::nullopt;
+  args.names_plain = true;
   if (std::optional<core::Pod> known = cache != nullptr ? cache->Find(rest, names) : std::nullopt) {
     args.pod = *std::move(known);
     return args;
@@ -348,6 +349,13 @@ std::string EncodeFilterResult(const ExtenderArgs& args,
   size_t names_bytes = 0;
   for (std::string_view n : args.node_names) names_bytes += n.size() + 3;
   out.reserve(128 + names_bytes);
+  auto name = [&](size_t i) {
+    if (args.names_plain) {
+      AppendPlainJsonString(&out, args.node_names[i]);
+    } else {
+      AppendJsonString(&out, args.node_names[i]);
+    }
+  };
   auto list = [&](auto&& emit) {
     bool first = true;
     for (size_t i = 0; i < verdicts.size(); ++i) {
@@ -363,7 +371,7 @@ std::string EncodeFilterResult(const ExtenderArgs& args,
     out.append(R"(]},"NodeNames":null)");
   } else {
     out.append(R"({"Nodes":null,"NodeNames":[)");
-    list([&](size_t i) { AppendJsonString(&out, args.node_names[i]); });
+    list(name);
     out.push_back(']');
   }
   for (policy::Fit kind : {policy::Fit::kUnschedulable, policy::Fit::kUnresolvable}) {
@@ -374,7 +382,7 @@ std::string EncodeFilterResult(const ExtenderArgs& args,
       if (verdicts[i].fit != kind) continue;
       if (!first) out.push_back(',');
       first = false;
-      AppendJsonString(&out, args.node_names[i]);
+      name(i);
       out.push_back(':');
       AppendJsonString(&out, form == AnswerForm::kShort ? policy::ReasonSummary(verdicts[i].reason)
                                                          : std::string_view(verdicts[i].message));
@@ -386,7 +394,8 @@ std::string EncodeFilterResult(const ExtenderArgs& args,
 }
 
 std::string EncodePriorityList(const std::vector<std::string_view>& hosts,
-                               const std::vector<int64_t>& scores, AnswerForm form) {
+                               const std::vector<int64_t>& scores, AnswerForm form,
+                               bool hosts_plain) {
   std::string out;
   size_t names_bytes = 0;
   for (std::string_view h : hosts) names_bytes += h.size() + 24;
@@ -394,7 +403,11 @@ std::string EncodePriorityList(const std::vector<std::string_view>& hosts,
   out.push_back('[');
   for (size_t i = 0; i < hosts.size(); ++i) {
     out.append(i == 0 ? R"({"Host":)" : R"(,{"Host":)");
-    AppendJsonString(&out, hosts[i]);
+    if (hosts_plain) {
+      AppendPlainJsonString(&out, hosts[i]);
+    } else {
+      AppendJsonString(&out, hosts[i]);
+    }
     // Every host stays: kube-scheduler 1.35 and later break ties at random only between the
     // hosts an extender named. A zero score is its decoder's default, so it is not written.
     if (scores[i] != 0 || form == AnswerForm::kLong) {

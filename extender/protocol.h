@@ -27,6 +27,9 @@ struct ExtenderArgs {
   bool full_nodes = false;
   /// Candidate node names in input order (both forms).
   std::vector<std::string_view> node_names;
+  /// True when every name was checked to be PlainJsonText as it was read (DecodeNodeNamesArgs):
+  /// the answers copy them between quotes without looking at them again.
+  bool names_plain = false;
   /// Full-object form only: the node objects, parallel to node_names.
   std::vector<simdjson::dom::object> node_objects;
 };
@@ -80,9 +83,10 @@ std::string EncodeFilterResult(const ExtenderArgs& args,
                                const std::vector<policy::NodeVerdict>& verdicts,
                                AnswerForm form = AnswerForm::kShort);
 /// HostPriorityList: a bare array with one {"Host", "Score"} per host, in order, integer scores.
+/// `hosts_plain`: every host is known to be PlainJsonText (ExtenderArgs::names_plain).
 std::string EncodePriorityList(const std::vector<std::string_view>& hosts,
                                const std::vector<int64_t>& scores,
-                               AnswerForm form = AnswerForm::kShort);
+                               AnswerForm form = AnswerForm::kShort, bool hosts_plain = false);
 /// ExtenderBindingResult.
 std::string EncodeBindingResult(std::string_view error);
 /// ExtenderPreemptionResult: always `NodeNameToMetaVictims`.

@@ -388,7 +388,8 @@ Reply Service::PrioritizeVerb(std::string_view body) {
                                        : args->node_names[static_cast<size_t>(best - scores.begin())],
                   best == scores.end() ? 0 : *best);
   }
-  return Reply{.status = 200, .body = EncodePriorityList(args->node_names, scores, options_.answers)};
+  return Reply{.status = 200, .body = EncodePriorityList(args->node_names, scores, options_.answers,
+                                                          args->names_plain)};
 }
 
 /// How long a Kubernetes-mode bind waits for a pod berth's watch has not delivered yet.

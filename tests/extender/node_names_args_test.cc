@@ -15,6 +15,7 @@
 #include "extender/decoded_pod_cache.h"
 #include "extender/json.h"
 #include "extender/protocol.h"
+#include "policy/verdict.h"
 #include "tests/testing/files.h"
 #include "tests/testing/same_objects.h"
 
@@ -47,6 +48,23 @@ void CheckSameArgs(const ExtenderArgs& fast, const ExtenderArgs& general) {
   CHECK(fast.full_nodes == general.full_nodes);
   CHECK(fast.node_names == general.node_names);
   CHECK(fast.node_objects.empty());
+  // The names were checked as they were read: the answers copy them as they are, and say
+  // exactly what the general decoder's args (names looked at again) make them say.
+  REQUIRE(fast.names_plain);
+  CHECK_FALSE(general.names_plain);
+  std::vector<policy::NodeVerdict> verdicts(fast.node_names.size());
+  std::vector<int64_t> scores(fast.node_names.size());
+  for (size_t i = 0; i < verdicts.size(); ++i) {
+    CHECK(PlainJsonText(fast.node_names[i]));
+    if (i % 3 == 1) verdicts[i] = {.fit = policy::Fit::kUnschedulable, .message = "no room"};
+    if (i % 3 == 2) verdicts[i] = {.fit = policy::Fit::kUnresolvable, .message = "never"};
+    scores[i] = static_cast<int64_t>(i % 4);
+  }
+  for (AnswerForm form : {AnswerForm::kShort, AnswerForm::kLong}) {
+    CHECK(EncodeFilterResult(fast, verdicts, form) == EncodeFilterResult(general, verdicts, form));
+    CHECK(EncodePriorityList(fast.node_names, scores, form, /*hosts_plain=*/true) ==
+          EncodePriorityList(general.node_names, scores, form));
+  }
 }
 
 // The fixture's text with its whitespace taken out, members in their order (as on the wire).
