@@ -30,6 +30,20 @@ constexpr uint64_t HasByte(uint64_t w, char c) {
 /// The bytes that can end or escape inside a JSON string.
 constexpr uint64_t StringStops(uint64_t w) { return HasByte(w, '"') | HasByte(w, '\\'); }
 
+/// The bytes a JSON string cannot carry as they are: below 0x20, the quote, the backslash, and
+/// from 0x80 up (those need a look as UTF-8). Like HasByte, exact as a yes or no, and its lowest
+/// set bit marks the first such byte (a borrow runs upward only from a byte below 0x20).
+constexpr uint64_t SpecialBytes(uint64_t w) {
+  const uint64_t control = (w - 0x2020202020202020ULL) & ~w & kHigh;  // bytes < 0x20
+  return (w & kHigh) | control | StringStops(w);
+}
+
+/// SpecialBytes of one byte.
+constexpr bool IsSpecialByte(char c) {
+  const auto b = static_cast<unsigned char>(c);
+  return b < 0x20 || b >= 0x80 || c == '"' || c == '\\';
+}
+
 /// The index of the first byte at or after `at` that `Stops` marks, read eight bytes at a time.
 /// When fewer than eight bytes remain unread and none was marked, the index of the first of
 /// them (`size` if none remain): the caller reads those one by one.

@@ -265,10 +265,7 @@ size_t Utf8SequenceLength(std::string_view s, size_t i) {
 
 // True if any of the 8 bytes of `w` is below 0x20, '"', '\\' or at least 0x80: the bytes a
 // JSON string cannot carry as they are (or, for >= 0x80, must check as UTF-8).
-inline bool AnySpecialByte(uint64_t w) {
-  const uint64_t control = (w - 0x2020202020202020ULL) & ~w & kHigh;  // bytes < 0x20
-  return ((w & kHigh) | control | StringStops(w)) != 0;
-}
+inline bool AnySpecialByte(uint64_t w) { return SpecialBytes(w) != 0; }
 
 namespace {
 
