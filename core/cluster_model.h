@@ -83,9 +83,13 @@ struct alignas(64) NodeState {
   }
   /// requested + assumed + reserved of one resource (exact, see Free).
   int64_t InUseOf(ResourceId id) const { return AllocatableOf(id) - FreeOf(id); }
-  /// Free() of one resource, from the vectors themselves.
+  /// Free() of one resource, from the vectors themselves. Saturating: exact whenever the
+  /// model's totals are (see Free), and safe in the middle of a change, when RefreshRoom may
+  /// see a pod counted both as bound and as in flight for a moment.
   int64_t FreeFromVectors(ResourceId id) const {
-    return node.allocatable.Get(id) - requested.Get(id) - assumed.Get(id) - reserved.Get(id);
+    return SaturatingSub(
+        SaturatingSub(SaturatingSub(node.allocatable.Get(id), requested.Get(id)), assumed.Get(id)),
+        reserved.Get(id));
   }
   /// Copies the well-known amounts into `room`, after a change to allocatable or usage.
   void RefreshRoom();

@@ -206,11 +206,11 @@ TEST_CASE_METHOD(ModelTest, "Model: the well-known amounts follow every change t
     CHECK(reinterpret_cast<const char*>(&n->node) - reinterpret_cast<const char*>(n) <= 128);
     CHECK(reinterpret_cast<uintptr_t>(n) % 64 == 0);
   };
-  Apply(NodeUpsert{MakeNode("n1", 4000, 8 * kGi, 2)});
+  Apply(NodeUpsert{MakeNode("n1", 4000, 8 * kGi)});
   check("n1", 4000, 4000);
   Apply(PodUpsert{MakePod("u1", "p1", "n1", 1000, kGi)});
   check("n1", 3000, 4000);
-  Apply(NodeUpsert{MakeNode("n1", 6000, 8 * kGi, 2)});  // allocatable grows
+  Apply(NodeUpsert{MakeNode("n1", 6000, 8 * kGi)});  // allocatable grows
   check("n1", 5000, 6000);
   Apply(PodUpsert{Pending("u2", "p2", 500, 0)});
   REQUIRE(model_.Reserve("u2", "n1",
@@ -228,15 +228,16 @@ TEST_CASE_METHOD(ModelTest, "Model: the well-known amounts follow every change t
   check("n1", 5000, 6000);
   Apply(NodeDelete{"n1"});
   // The node comes back: the bound pod's usage was kept in the slot.
-  Apply(NodeUpsert{MakeNode("n1", 2000, 8 * kGi, 2)});
+  Apply(NodeUpsert{MakeNode("n1", 2000, 8 * kGi)});
   check("n1", 1000, 2000);
   Apply(PodDelete{.uid = "u1"});
   check("n1", 2000, 2000);
   // A resource past the well-known ones is read from the vectors.
   const ResourceId extra = *model_.resources().Intern("example.com/fpga");
   REQUIRE(extra >= WellKnownAmounts::kResources);
-  Node with_extra = MakeNode("n1", 2000, 8 * kGi, 2);
+  Node with_extra = MakeNode("n1", 2000, 8 * kGi);
   with_extra.allocatable.Set(extra, 3);
+  with_extra.allocatable.Set(kNvidiaGpu, 2);
   Apply(NodeUpsert{with_extra});
   auto view = model_.Read();
   CHECK(view->FindNode("n1")->FreeOf(extra) == 3);
