@@ -263,8 +263,7 @@ size_t Utf8SequenceLength(std::string_view s, size_t i) {
 
 }  // namespace
 
-// True if any of the 8 bytes of `w` is below 0x20, '"', '\\' or at least 0x80: the bytes a
-// JSON string cannot carry as they are (or, for >= 0x80, must check as UTF-8).
+// True if any of the 8 bytes of `w` is one SpecialBytes marks.
 inline bool AnySpecialByte(uint64_t w) { return SpecialBytes(w) != 0; }
 
 namespace {

@@ -343,19 +343,26 @@ absl::StatusOr<PreemptionArgs> DecodePreemptionArgs(simdjson::dom::element root,
 // The hot replies are appended directly: one reply carries hundreds of names, and the generic
 // writer's per-token bookkeeping showed in profiles.
 
+namespace {
+
+// A candidate's name: copied between quotes when the reader checked it (`plain`), else escaped.
+void AppendName(std::string* out, std::string_view name, bool plain) {
+  if (plain) {
+    AppendPlainJsonString(out, name);
+  } else {
+    AppendJsonString(out, name);
+  }
+}
+
+}  // namespace
+
 std::string EncodeFilterResult(const ExtenderArgs& args,
                                const std::vector<policy::NodeVerdict>& verdicts, AnswerForm form) {
   std::string out;
   size_t names_bytes = 0;
   for (std::string_view n : args.node_names) names_bytes += n.size() + 3;
   out.reserve(128 + names_bytes);
-  auto name = [&](size_t i) {
-    if (args.names_plain) {
-      AppendPlainJsonString(&out, args.node_names[i]);
-    } else {
-      AppendJsonString(&out, args.node_names[i]);
-    }
-  };
+  auto name = [&](size_t i) { AppendName(&out, args.node_names[i], args.names_plain); };
   auto list = [&](auto&& emit) {
     bool first = true;
     for (size_t i = 0; i < verdicts.size(); ++i) {
@@ -403,11 +410,7 @@ std::string EncodePriorityList(const std::vector<std::string_view>& hosts,
   out.push_back('[');
   for (size_t i = 0; i < hosts.size(); ++i) {
     out.append(i == 0 ? R"({"Host":)" : R"(,{"Host":)");
-    if (hosts_plain) {
-      AppendPlainJsonString(&out, hosts[i]);
-    } else {
-      AppendJsonString(&out, hosts[i]);
-    }
+    AppendName(&out, hosts[i], hosts_plain);
     // Every host stays: kube-scheduler 1.35 and later break ties at random only between the
     // hosts an extender named. A zero score is its decoder's default, so it is not written.
     if (scores[i] != 0 || form == AnswerForm::kLong) {
