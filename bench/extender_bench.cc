@@ -274,7 +274,7 @@ std::optional<Options> ParseArgs(int argc, char** argv) {
           "                   [--transport[=SECONDS]] [--tls[=SECONDS]] [--answers] [--journal] [--eta]\n"
           "                   [--loop [--sizes=500,2000,5000] [--pods=2000] [--percentages=100,0]\n"
           "                    [--rounds=1] [--berth=BINARY] [--before=BINARY] [--perf-out=PREFIX]\n"
-          "                    [--syscalls] [--pin]]\n"
+          "                    [--syscalls] [--pin] [--pace=N] [--config=FILE]]\n"
           "                   [--gang-size=512]\n"
           "  probe kinds: noop filter prioritize noop-prioritize raw inproc-filter\n"
           "               inproc-prioritize inproc-reject inproc-filter-full inproc-prioritize-full\n"

@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_format.h"
 #include "bench/cluster_profiles.h"
 #include "bench/loadgen.h"
 #include "core/quantity.h"
@@ -56,6 +57,14 @@ struct LoopOptions {
   /// --pin: berth on the last CPU, this process (kube-scheduler and the API server) on the
   /// others, so that neither's caches and run queue mix with the other's.
   bool pin = false;
+  /// --pace=N: start at most N scheduling attempts a second, as a real kube-scheduler does (its
+  /// own work is milliseconds a pod); 0, the default, as fast as berth answers. berth's periodic
+  /// work (the admission tick, admission plans remade as they age, housekeeping) costs the same
+  /// per second at any pace, so per pod it weighs more the slower the pods come.
+  int pace = 0;
+  /// --config=FILE: berth's configuration file for the runs of both binaries (default:
+  /// schedulerName berth-scheduler, leader election off; a file must say the same).
+  std::string config;
 };
 
 // Lines (or fields) of `text` split at `sep`.
@@ -115,6 +124,13 @@ std::optional<LoopOptions> ParseLoopArgs(int argc, char** argv) {
         return std::nullopt;
       }
       sizes_set = true;
+    } else if (value("--config", &v)) {
+      o.config = v;
+    } else if (value("--pace", &v)) {
+      if (!absl::SimpleAtoi(v, &o.pace) || o.pace < 0) {
+        std::fprintf(stderr, "--pace: expected scheduling attempts per second (0: no limit), got \"%s\"\n", v.c_str());
+        return std::nullopt;
+      }
     } else if (value("--pods", &v)) {
       if (!absl::SimpleAtoi(v, &o.pods) || o.pods < 1) {
         std::fprintf(stderr, "--pods: expected a positive count, got \"%s\"\n", v.c_str());
@@ -413,6 +429,8 @@ struct RunFigures {
   int64_t verb_bytes_sent = 0;      // kube-scheduler to berth
   int64_t verb_bytes_received = 0;  // berth to kube-scheduler
   int nudges = 0;                   // pods patched with berth.io/admitted
+  // Admission plans berth made in the window and their wall time (-1: berth does not count them).
+  double plans = -1, plan_s = 0;
   // --syscalls: berth's system calls in the window, all threads but the ETA forecast's, and by
   // role; -1 when perf could not count them.
   int64_t syscalls = -1;
@@ -486,7 +504,15 @@ RunFigures RunOnce(const LoopOptions& o, const std::string& binary, int nodes, i
   const std::string kubeconfig = StrCat(dir, "/kubeconfig");
   const std::string config = StrCat(dir, "/berth.json");
   std::ofstream(kubeconfig) << api.Kubeconfig();
-  std::ofstream(config) << R"({"schedulerName": "berth-scheduler", "kubernetes": {"leaderElection": {"enabled": false}}})";
+  if (o.config.empty()) {
+    std::ofstream(config) << R"({"schedulerName": "berth-scheduler", "kubernetes": {"leaderElection": {"enabled": false}}})";
+  } else {
+    std::ifstream in(o.config);
+    std::ostringstream text;
+    text << in.rdbuf();
+    if (!in) return fail(StrCat("--config: cannot read ", o.config));
+    std::ofstream(config) << text.str();
+  }
 
   BerthProcess berth;
   // With --pin, berth is started from this thread while it runs on the last CPU only: the
@@ -539,6 +565,7 @@ RunFigures RunOnce(const LoopOptions& o, const std::string& binary, int nodes, i
   if (auto s = verbs.Connect("127.0.0.1", *port); !s.ok()) return fail(std::string(s.message()));
 
   // ---- the window: from the pods' creation to the last binding on berth's watch ----
+  const std::string metrics_before = metrics();
   api.ClearCalls();
   const auto watch_before = api.watch_bytes();
   const CpuSnapshot cpu_before = ReadCpu(berth.pid());
@@ -597,7 +624,8 @@ RunFigures RunOnce(const LoopOptions& o, const std::string& binary, int nodes, i
   };
   std::vector<Parked> parked;
   std::string answer;
-  const auto loop_deadline = SteadyClock::now() + std::chrono::minutes(10);
+  const auto loop_start = SteadyClock::now();
+  const auto loop_deadline = loop_start + std::chrono::minutes(10);
   size_t head = 0;
   while (head < queue.size() || !parked.empty()) {
     if (SteadyClock::now() > loop_deadline) return fail("pods still unbound after 10 minutes");
@@ -615,6 +643,9 @@ RunFigures RunOnce(const LoopOptions& o, const std::string& binary, int nodes, i
         }
       }
       continue;
+    }
+    if (o.pace > 0) {
+      std::this_thread::sleep_until(loop_start + std::chrono::microseconds(int64_t{f.attempts} * 1'000'000 / o.pace));
     }
     const int pi = queue[head++];
     Pending& p = pending[static_cast<size_t>(pi)];
@@ -699,11 +730,12 @@ RunFigures RunOnce(const LoopOptions& o, const std::string& binary, int nodes, i
     }
   }
   // Every binding in the API server, and berth has seen each come back on its watch.
+  std::string metrics_after;
   {
     const auto deadline = SteadyClock::now() + std::chrono::seconds(60);
     while (true) {
-      const std::string m = metrics();
-      if (static_cast<int>(api.bindings().size()) >= o.pods && MetricValue(m, "berth_binds_in_flight") == 0) break;
+      metrics_after = metrics();
+      if (static_cast<int>(api.bindings().size()) >= o.pods && MetricValue(metrics_after, "berth_binds_in_flight") == 0) break;
       if (SteadyClock::now() > deadline) return fail("bindings not confirmed within 60 s");
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
@@ -721,6 +753,12 @@ RunFigures RunOnce(const LoopOptions& o, const std::string& binary, int nodes, i
     }
   }
   f.wall_s = std::chrono::duration<double>(t1 - t0).count();
+  if (metrics_after.find("berth_admission_plans_total") != std::string::npos) {
+    f.plans = MetricValue(metrics_after, "berth_admission_plans_total") -
+              MetricValue(metrics_before, "berth_admission_plans_total");
+    f.plan_s = MetricValue(metrics_after, "berth_admission_plan_seconds_total") -
+               MetricValue(metrics_before, "berth_admission_plan_seconds_total");
+  }
   f.cpu_by_role = CpuDelta(cpu_before, cpu_after);
   for (const auto& [role, ns] : f.cpu_by_role) (IsForecastRole(role) ? f.forecast_ns : f.cpu_ns) += ns;
   f.bound = static_cast<int>(api.bindings().size());
@@ -783,9 +821,10 @@ int RunLoopBench(int argc, char** argv) {
     for (int c = 0; c < cpus - 1; ++c) CPU_SET(c, &rest);
     ::sched_setaffinity(0, sizeof(rest), &rest);
   }
-  std::printf("\nloop: berth as kube-scheduler's extender, %d pending pods (4 cpu, 16Gi) bound one at a time; "
+  std::printf("\nloop: berth as kube-scheduler's extender, %d pending pods (4 cpu, 16Gi) bound one at a time%s; "
               "berth %s%s%s\n",
-              o.pods, o.berth.c_str(), o.before.empty() ? "" : ", before: ", o.before.c_str());
+              o.pods, o.pace > 0 ? StrCat(", at most ", o.pace, " attempts a second").c_str() : "", o.berth.c_str(),
+              o.before.empty() ? "" : ", before: ", o.before.c_str());
   std::printf("per scheduled pod: berth's CPU (all its threads but the ETA forecast's), API calls and bytes (bodies and watch events), "
               "verb bytes (kube-scheduler <-> berth)\n");
   int rc = 0;
@@ -848,6 +887,12 @@ int RunLoopBench(int argc, char** argv) {
       const std::string cpu_detail = cpu_by_thread(*now);
       std::printf("         API calls: %s; nudges %d; pods parked %d; watch %.1f KB/pod\n", calls_detail.c_str(),
                   now->nudges, now->parked, now->watch_bytes / 1024.0 / n);
+      auto plans = [](const RunFigures& r) {
+        return r.plans < 0 ? std::string("not counted")
+                           : absl::StrFormat("%.0f in %.1f s, %.1f ms each, %.1f us/pod", r.plans, r.wall_s, r.plan_s * 1e3 / std::max(r.plans, 1.0),
+                                             r.plan_s * 1e6 / r.pods);
+      };
+      std::printf("         admission plans: %s\n", plans(*now).c_str());
       std::printf("         CPU us/pod by thread: %s; ETA forecast (not counted above) %.1f\n", cpu_detail.c_str(),
                   now->forecast_ns / 1e3 / n);
       auto by_thread = [](const RunFigures& r) { return PerPodByRole(r.syscalls_by_role, r.syscalls, r.pods, 1); };
@@ -859,6 +904,7 @@ int RunLoopBench(int argc, char** argv) {
         std::printf("         before: API calls: %s; nudges %d; pods parked %d\n", bcalls.c_str(), before->nudges,
                     before->parked);
         std::printf("         before: CPU us/pod by thread: %s\n", cpu_by_thread(*before).c_str());
+        std::printf("         before: admission plans: %s\n", plans(*before).c_str());
         if (before->syscalls >= 0) std::printf("         before: syscalls/pod by thread: %s\n", by_thread(*before).c_str());
       }
       std::fflush(stdout);

@@ -22,7 +22,7 @@ namespace berth::bench {
 /// --berth=BINARY (default: `berth` beside berth_bench) --before=BINARY --perf-out=PREFIX (records
 /// `perf record --call-graph dwarf` of the current binary's window per row into PREFIX-NODES-PCT.data)
 /// --syscalls (berth's system calls per pod, by thread, for both binaries: `perf stat` of the
-/// raw_syscalls:sys_enter tracepoint) --pin --quick.
+/// raw_syscalls:sys_enter tracepoint) --pin --quick --pace=N (at most N scheduling attempts a second) --config=FILE (berth's configuration).
 /// \return 0, or 1 when a pod was not bound or a call failed (never for a figure).
 int RunLoopBench(int argc, char** argv);
 

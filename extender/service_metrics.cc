@@ -151,6 +151,11 @@ Reply Service::Metrics() const {
   // Queues (the latest admission plan).
   if (policy::FairShare* book = pipeline_->fair_share()) {
     std::shared_ptr<const policy::AdmissionPlan> plan = book->Published(*view, clock_->Now());
+    w.Family("berth_admission_plans_total", "counter",
+             "Admission plans made (every waiting job over the cluster), by verbs, ticks, housekeeping and readers.");
+    w.Sample("berth_admission_plans_total", {}, static_cast<double>(book->plans_made()));
+    w.Family("berth_admission_plan_seconds_total", "counter", "Wall time spent making admission plans.");
+    w.Sample("berth_admission_plan_seconds_total", {}, book->plan_seconds());
     gauge("berth_queue_capacity",
           "Cluster capacity the queues share, in usage units (CPU cores + weighted GPUs and GiB).",
           plan->capacity);

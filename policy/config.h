@@ -78,6 +78,10 @@ struct QueueConfig {
   /// A plan of admissions is reused this long by filters of pods it already covers, so that a
   /// burst of filters does not recompute it for every bind in between.
   absl::Duration plan_reuse = absl::Milliseconds(250);
+  /// ...and this long by filters and binds of pods it admits. An admission holds until a later
+  /// plan: the admission tick's, each second, or one made for a pod the plan does not cover.
+  /// A waiting pod is asked again sooner (plan_reuse): room freed may admit it.
+  absl::Duration admitted_plan_reuse = absl::Milliseconds(1500);
 };
 
 /// Which policy modules run for each verb, with their settings. Names refer to the registry

@@ -1,6 +1,7 @@
 #include "policy/queue/queue.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <limits>
 #include <queue>
@@ -371,6 +372,10 @@ std::shared_ptr<const AdmissionPlan> FairShare::PlanFor(const core::ClusterState
        state.pod_count() > kCheapPlanPods)) {
     return last_;
   }
+  if (!uid.empty() && last_ != nullptr && last_->time <= now &&
+      now - last_->time < config_.admitted_plan_reuse + last_making_) {
+    if (const PlannedJob* job = last_->JobOf(uid); job != nullptr && job->state == JobState::kAdmitted) return last_;
+  }
   return MakeTimed(state, now);
 }
 
@@ -408,7 +413,7 @@ std::shared_ptr<const AdmissionPlan> FairShare::Published(const core::ClusterSta
   // changes nothing (the next verb or tick makes and keeps its own).
   const auto flows = flows_;
   const auto charges = charges_;
-  std::shared_ptr<const AdmissionPlan> plan = Make(state, now);
+  std::shared_ptr<const AdmissionPlan> plan = MakeCounted(state, now);
   flows_ = flows;
   charges_ = charges;
   return plan;
@@ -420,10 +425,21 @@ std::shared_ptr<const AdmissionPlan> FairShare::Replan(const core::ClusterState&
   return MakeTimed(state, now);
 }
 
+std::shared_ptr<const AdmissionPlan> FairShare::MakeCounted(const core::ClusterState& state,
+                                                            absl::Time now) {
+  const auto began = std::chrono::steady_clock::now();
+  std::shared_ptr<const AdmissionPlan> plan = Make(state, now);
+  plans_made_.fetch_add(1, std::memory_order_relaxed);
+  plan_nanos_.fetch_add(static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                            std::chrono::steady_clock::now() - began).count()),
+                        std::memory_order_relaxed);
+  return plan;
+}
+
 std::shared_ptr<const AdmissionPlan> FairShare::MakeTimed(const core::ClusterState& state,
                                                           absl::Time now) {
   const absl::Time began = clock_ != nullptr ? clock_->Now() : now;
-  last_ = Make(state, now);
+  last_ = MakeCounted(state, now);
   last_making_ = clock_ != nullptr ? std::max(absl::ZeroDuration(), clock_->Now() - began) : absl::ZeroDuration();
   return last_;
 }
@@ -923,7 +939,8 @@ NodeVerdict QueueAdmission::PreFilter(const CycleContext& ctx) const {
 absl::StatusOr<QueueConfig> ParseQueueSettings(const Settings& section) {
   if (absl::Status s = CheckKeys(section, {"gpuWeight", "memoryWeightPerGiB", "halfTimeSeconds",
                                            "nonPreemptibleLimitFactor", "excessBudget",
-                                           "agingIntervalSeconds", "planReuseMilliseconds"});
+                                           "agingIntervalSeconds", "planReuseMilliseconds",
+                                           "admittedPlanReuseMilliseconds"});
       !s.ok()) {
     return s;
   }
@@ -949,6 +966,11 @@ absl::StatusOr<QueueConfig> ParseQueueSettings(const Settings& section) {
     return s;
   }
   q.plan_reuse = absl::Milliseconds(reuse_ms);
+  double admitted_ms = absl::ToDoubleMilliseconds(q.admitted_plan_reuse);
+  if (absl::Status s = ReadNumber(section, "admittedPlanReuseMilliseconds", 0, 10000, &admitted_ms); !s.ok()) {
+    return s;
+  }
+  q.admitted_plan_reuse = absl::Milliseconds(admitted_ms);
   return q;
 }
 

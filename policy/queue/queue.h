@@ -1,5 +1,6 @@
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -187,7 +188,8 @@ class FairShare {
 
   /// A plan for `state` at `now`: the last one when it is younger than `plan_reuse` and was
   /// made from this very state, or covers pod `uid`, or the model holds over 10,000 pods (then
-  /// a burst of new pods costs one plan per `plan_reuse`, not one each); else a new one.
+  /// a burst of new pods costs one plan per `plan_reuse`, not one each); the last one when it
+  /// is younger than `admitted_plan_reuse` and admits `uid`'s job; else a new one.
   std::shared_ptr<const AdmissionPlan> PlanFor(const core::ClusterState& state, absl::Time now,
                                                std::string_view uid = {});
   /// For readers that must not change the book (GET endpoints): the last plan when it was made
@@ -210,6 +212,10 @@ class FairShare {
   /// every pod asked about. Unset: from when it began.
   void SetClock(const core::Clock* clock) { clock_ = clock; }
   const UsageMeter& meter() const { return meter_; }
+  /// Plans made so far (kept, and those Published made and dropped), and the wall time they
+  /// took: what admission costs the process (/metrics).
+  uint64_t plans_made() const { return plans_made_.load(std::memory_order_relaxed); }
+  double plan_seconds() const { return static_cast<double>(plan_nanos_.load(std::memory_order_relaxed)) / 1e9; }
 
   /// Takes `other`'s memory (each queue's flow, the budget charged to live jobs, the last plan),
   /// so that plans made here for a copy of `other`'s model are the plans `other` would make: a
@@ -219,7 +225,10 @@ class FairShare {
  private:
   std::shared_ptr<const AdmissionPlan> Make(const core::ClusterState& state, absl::Time now)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  /// Make, remembering the plan and how long it took on clock_.
+  /// Make, counted in plans_made() and plan_seconds().
+  std::shared_ptr<const AdmissionPlan> MakeCounted(const core::ClusterState& state, absl::Time now)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  /// MakeCounted, remembering the plan and how long it took on clock_.
   std::shared_ptr<const AdmissionPlan> MakeTimed(const core::ClusterState& state, absl::Time now)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
@@ -229,6 +238,8 @@ class FairShare {
   const core::Clock* clock_ = nullptr;
   const UsageMeter meter_;
   absl::Mutex mu_;
+  std::atomic<uint64_t> plans_made_{0};
+  std::atomic<uint64_t> plan_nanos_{0};
   struct Flow {
     double flow = 0;
     absl::Time updated = absl::InfinitePast();

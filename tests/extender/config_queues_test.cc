@@ -26,10 +26,12 @@ TEST_CASE("queues config: defaults and values", "[config][queue]") {
   CHECK(d.excess_budget == 0);
   CHECK(d.aging_interval == absl::Minutes(10));
   CHECK(d.plan_reuse == absl::Milliseconds(250));
+  CHECK(d.admitted_plan_reuse == absl::Milliseconds(1500));
 
   c = ParseConfig(R"({"queues": {"gpuWeight": 4, "memoryWeightPerGiB": 0.5, "halfTimeSeconds": 120,
                                  "nonPreemptibleLimitFactor": 0, "excessBudget": 5000,
-                                 "agingIntervalSeconds": 0, "planReuseMilliseconds": 50}})",
+                                 "agingIntervalSeconds": 0, "planReuseMilliseconds": 50,
+                                 "admittedPlanReuseMilliseconds": 2000}})",
                   "c.json");
   REQUIRE(c.ok());
   const policy::QueueConfig& q = c->policy.queues;
@@ -40,6 +42,7 @@ TEST_CASE("queues config: defaults and values", "[config][queue]") {
   CHECK(q.excess_budget == 5000);
   CHECK(q.aging_interval == absl::ZeroDuration());
   CHECK(q.plan_reuse == absl::Milliseconds(50));
+  CHECK(q.admitted_plan_reuse == absl::Milliseconds(2000));
 }
 
 TEST_CASE("queues config: errors name the file and the field", "[config][queue]") {
@@ -50,6 +53,8 @@ TEST_CASE("queues config: errors name the file and the field", "[config][queue]"
   CHECK(Contains(ConfigError(R"({"queues": {"halfTimeSeconds": "10m"}})"), "expected a number of seconds"));
   CHECK(Contains(ConfigError(R"({"queues": {"excessBudget": -5}})"), "queues.excessBudget"));
   CHECK(Contains(ConfigError(R"({"queues": {"planReuseMilliseconds": 60000}})"), "queues.planReuseMilliseconds"));
+  CHECK(Contains(ConfigError(R"({"queues": {"admittedPlanReuseMilliseconds": 20000}})"),
+                 "queues.admittedPlanReuseMilliseconds"));
   CHECK(Contains(ConfigError(R"({"queues": 3})"), "queues"));
 }
 

@@ -193,6 +193,10 @@ TEST_CASE("metrics: /metrics parses as Prometheus text and the counters move", "
   CHECK(after.Get(R"(berth_queue_fair_share{queue="team"})") == Approx(2.0 / 3));
   CHECK(after.Get(R"(berth_queue_fair_share{queue="default"})") == Approx(1.0 / 3));
   CHECK(after.Get("berth_pods") == 2);
+  // The filters' admission plans are counted, with their time.
+  CHECK(before.types.at("berth_admission_plans_total") == "counter");
+  CHECK(after.Get("berth_admission_plans_total") > before.Get("berth_admission_plans_total"));
+  CHECK(after.Get("berth_admission_plan_seconds_total") > before.Get("berth_admission_plan_seconds_total"));
 }
 
 TEST_CASE("metrics: the model's exclusive lock holds are a histogram and a max", "[metrics]") {

@@ -50,6 +50,18 @@ TEST_CASE("fair share: a small cluster plans anew for any pod the plan does not 
   CHECK(AdmissionVerdict(*second, *model.Read(), Managed(CorePod("b", "", 1000, kGi))).ok());
   // A pod the model does not hold makes no plan (and is let through).
   CHECK(book.PlanFor(*model.Read(), clock.Now(), "not-in-the-model") == second);
+  // Two plans made (the reuses made none), and their time counted (/metrics).
+  CHECK(book.plans_made() == 2);
+  CHECK(book.plan_seconds() > 0);
+  // A reader's plan of a state no kept plan saw is made, counted, and not kept.
+  model.Apply(core::PodUpsert{Managed(CorePod("c", "", 1000, kGi))});
+  auto published = book.Published(*model.Read(), clock.Now());
+  CHECK(published->JobOf("c") != nullptr);
+  CHECK(book.plans_made() == 3);
+  CHECK(book.PlanFor(*model.Read(), clock.Now(), "b") == second);
+  CHECK(book.plans_made() == 3);
+  CHECK(book.Replan(*model.Read(), clock.Now()) != second);
+  CHECK(book.plans_made() == 4);
 }
 
 TEST_CASE("fair share: in a large cluster a pod that just arrived waits for the next plan", "[queue]") {
@@ -81,6 +93,41 @@ TEST_CASE("fair share: in a large cluster a pod that just arrived waits for the 
   CHECK(AdmissionVerdict(*next, *model.Read(), late).ok());
 }
 
+TEST_CASE("fair share: a plan serves the pods it admits longer than those it keeps waiting", "[queue]") {
+  // An admission holds until a later plan (the tick makes one each second); a pod the plan
+  // keeps waiting is asked again after planReuse, as room freed since may admit it.
+  core::FakeClock clock;
+  core::ClusterModel model(&clock);
+  Fill(model, 1, 0);  // one node of 8 CPUs
+  QueueConfig config;
+  config.plan_reuse = absl::Milliseconds(250);
+  config.admitted_plan_reuse = absl::Milliseconds(1500);
+  FairShare book(config, "berth-scheduler");
+  model.Apply(core::PodUpsert{Managed(CorePod("first", "", 6000, kGi))});
+  clock.Advance(absl::Seconds(1));
+  model.Apply(core::PodUpsert{Managed(CorePod("second", "", 6000, kGi))});
+  auto plan = book.PlanFor(*model.Read(), clock.Now(), "first");
+  REQUIRE(plan->JobOf("first") != nullptr);
+  REQUIRE(plan->JobOf("first")->state == JobState::kAdmitted);
+  REQUIRE(plan->JobOf("second") != nullptr);
+  REQUIRE(plan->JobOf("second")->state != JobState::kAdmitted);
+  model.Apply(core::NodeUpsert{CoreNode("n-late", 8000, 32 * kGi)});  // the model moved on
+
+  clock.Advance(absl::Milliseconds(400));
+  CHECK(book.PlanFor(*model.Read(), clock.Now(), "first") == plan);  // admitted: still served
+  CHECK(book.plans_made() == 1);
+  auto again = book.PlanFor(*model.Read(), clock.Now(), "second");  // waiting: asked anew
+  CHECK(again != plan);
+  CHECK(book.plans_made() == 2);
+  // The new node took it.
+  CHECK(again->JobOf("second")->state == JobState::kAdmitted);
+
+  clock.Advance(absl::Milliseconds(1600));
+  model.Apply(core::PodUpsert{Managed(CorePod("third", "", 1000, kGi))});
+  CHECK(book.PlanFor(*model.Read(), clock.Now(), "first") != again);  // too old even admitted
+  CHECK(book.plans_made() == 3);
+}
+
 /// A clock on which every reading is a second after the one before: a plan made between two
 /// readings took a second.
 class TickingClock final : public core::Clock {
@@ -107,6 +154,7 @@ TEST_CASE("fair share: a plan is reused for planReuse from when it was done, not
   Fill(model, 4, 2);
   QueueConfig config;
   config.plan_reuse = absl::Milliseconds(250);
+  config.admitted_plan_reuse = config.plan_reuse;  // "a" is admitted: one window for both
   FairShare book(config, "berth-scheduler");
   const absl::Time t0 = absl::FromUnixSeconds(1'800'000'000);
   TickingClock clock(t0);

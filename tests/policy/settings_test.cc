@@ -138,6 +138,7 @@ TEST_CASE("queue settings: defaults, good values, each bad value, unknown key",
   CHECK(d->gpu_weight == 8);
   CHECK(d->half_time == absl::Minutes(10));
   CHECK(d->plan_reuse == absl::Milliseconds(250));
+  CHECK(d->admitted_plan_reuse == absl::Milliseconds(1500));
 
   absl::StatusOr<QueueConfig> q = ParseQueueSettings(
       Section("queues", {{"gpuWeight", 4},
@@ -146,7 +147,8 @@ TEST_CASE("queue settings: defaults, good values, each bad value, unknown key",
                          {"nonPreemptibleLimitFactor", 0},
                          {"excessBudget", 5000},
                          {"agingIntervalSeconds", 0},
-                         {"planReuseMilliseconds", 50}}));
+                         {"planReuseMilliseconds", 50},
+                         {"admittedPlanReuseMilliseconds", 700}}));
   REQUIRE(q.ok());
   CHECK(q->gpu_weight == 4);
   CHECK(q->memory_weight_per_gib == 0.5);
@@ -155,6 +157,7 @@ TEST_CASE("queue settings: defaults, good values, each bad value, unknown key",
   CHECK(q->excess_budget == 5000);
   CHECK(q->aging_interval == absl::ZeroDuration());
   CHECK(q->plan_reuse == absl::Milliseconds(50));
+  CHECK(q->admitted_plan_reuse == absl::Milliseconds(700));
 
   CHECK(Bad(&ParseQueueSettings, "queues", "gpuWeight", -1) ==
         "queues.gpuWeight: expected 0..1e+06, got -1");
@@ -174,9 +177,11 @@ TEST_CASE("queue settings: defaults, good values, each bad value, unknown key",
         "queues.agingIntervalSeconds: expected 0..2592000 seconds");
   CHECK(Bad(&ParseQueueSettings, "queues", "planReuseMilliseconds", 60000) ==
         "queues.planReuseMilliseconds: expected 0..10000, got 60000");
+  CHECK(Bad(&ParseQueueSettings, "queues", "admittedPlanReuseMilliseconds", -1) ==
+        "queues.admittedPlanReuseMilliseconds: expected 0..10000, got -1");
   CHECK(Bad(&ParseQueueSettings, "queues", "halfTime", 3) ==
-        "queues.halfTime: unknown field (known: agingIntervalSeconds, excessBudget, gpuWeight, "
-        "halfTimeSeconds, memoryWeightPerGiB, nonPreemptibleLimitFactor, "
+        "queues.halfTime: unknown field (known: admittedPlanReuseMilliseconds, agingIntervalSeconds, "
+        "excessBudget, gpuWeight, halfTimeSeconds, memoryWeightPerGiB, nonPreemptibleLimitFactor, "
         "planReuseMilliseconds)");
 }
 
