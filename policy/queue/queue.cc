@@ -367,20 +367,19 @@ std::shared_ptr<const AdmissionPlan> FairShare::PlanFor(const core::ClusterState
   // A pod the model does not hold (a watch behind kube-scheduler) is not the plan's to judge
   // (AdmissionVerdict lets it through): no new plan for it.
   if (last_ != nullptr && !uid.empty() && state.FindPod(uid) == nullptr) return last_;
-  if (Recent(now) &&
+  if (Recent(now, config_.plan_reuse) &&
       (last_->generation == state.generation() || (!uid.empty() && last_->Covers(uid)) ||
        state.pod_count() > kCheapPlanPods)) {
     return last_;
   }
-  if (!uid.empty() && last_ != nullptr && last_->time <= now &&
-      now - last_->time < config_.admitted_plan_reuse + last_making_) {
+  if (!uid.empty() && Recent(now, config_.admitted_plan_reuse)) {
     if (const PlannedJob* job = last_->JobOf(uid); job != nullptr && job->state == JobState::kAdmitted) return last_;
   }
   return MakeTimed(state, now);
 }
 
-bool FairShare::Recent(absl::Time now) const {
-  return last_ != nullptr && last_->time <= now && now - last_->time < config_.plan_reuse + last_making_;
+bool FairShare::Recent(absl::Time now, absl::Duration reuse) const {
+  return last_ != nullptr && last_->time <= now && now - last_->time < reuse + last_making_;
 }
 
 void FairShare::CopyBookFrom(FairShare& other) {
@@ -406,7 +405,7 @@ void FairShare::CopyBookFrom(FairShare& other) {
 std::shared_ptr<const AdmissionPlan> FairShare::Published(const core::ClusterState& state,
                                                           absl::Time now) {
   absl::MutexLock lock(&mu_);
-  if (Recent(now) && last_->generation == state.generation()) {
+  if (Recent(now, config_.plan_reuse) && last_->generation == state.generation()) {
     return last_;
   }
   // No plan of this state yet: one made on copies of the book and not kept, so that reading

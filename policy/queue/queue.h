@@ -254,8 +254,8 @@ class FairShare {
   std::shared_ptr<const AdmissionPlan> last_ ABSL_GUARDED_BY(mu_);
   /// What the last plan took to make on clock_ (0 without one, and in virtual time).
   absl::Duration last_making_ ABSL_GUARDED_BY(mu_);
-  /// Whether the last plan is young enough to be reused at `now`.
-  bool Recent(absl::Time now) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  /// Whether the last plan is younger than `reuse` at `now`, counted from when it was done.
+  bool Recent(absl::Time now, absl::Duration reuse) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 };
 
 /// Module "queue", at PreFilter: a managed pod that waits in a queue is unresolvable everywhere
