@@ -960,16 +960,12 @@ absl::StatusOr<QueueConfig> ParseQueueSettings(const Settings& section) {
       !s.ok()) {
     return s;
   }
-  double reuse_ms = absl::ToDoubleMilliseconds(q.plan_reuse);
-  if (absl::Status s = ReadNumber(section, "planReuseMilliseconds", 0, 10000, &reuse_ms); !s.ok()) {
-    return s;
+  for (auto [key, out] : {std::pair{"planReuseMilliseconds", &q.plan_reuse},
+                          std::pair{"admittedPlanReuseMilliseconds", &q.admitted_plan_reuse}}) {
+    double ms = absl::ToDoubleMilliseconds(*out);
+    if (absl::Status s = ReadNumber(section, key, 0, 10000, &ms); !s.ok()) return s;
+    *out = absl::Milliseconds(ms);
   }
-  q.plan_reuse = absl::Milliseconds(reuse_ms);
-  double admitted_ms = absl::ToDoubleMilliseconds(q.admitted_plan_reuse);
-  if (absl::Status s = ReadNumber(section, "admittedPlanReuseMilliseconds", 0, 10000, &admitted_ms); !s.ok()) {
-    return s;
-  }
-  q.admitted_plan_reuse = absl::Milliseconds(admitted_ms);
   return q;
 }
 
