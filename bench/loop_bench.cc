@@ -65,6 +65,9 @@ struct LoopOptions {
   /// --config=FILE: berth's configuration file for the runs of both binaries (default:
   /// schedulerName berth-scheduler, leader election off; a file must say the same).
   std::string config;
+  /// --before-config=FILE: the --before binary's configuration instead (default: --config), so
+  /// one binary can run against itself under two settings (--before=BINARY of the same build).
+  std::string before_config;
 };
 
 // Lines (or fields) of `text` split at `sep`.
@@ -126,6 +129,8 @@ std::optional<LoopOptions> ParseLoopArgs(int argc, char** argv) {
       sizes_set = true;
     } else if (value("--config", &v)) {
       o.config = v;
+    } else if (value("--before-config", &v)) {
+      o.before_config = v;
     } else if (value("--pace", &v)) {
       if (!absl::SimpleAtoi(v, &o.pace) || o.pace < 0) {
         std::fprintf(stderr, "--pace: expected scheduling attempts per second (0: no limit), got \"%s\"\n", v.c_str());
@@ -161,6 +166,7 @@ std::optional<LoopOptions> ParseLoopArgs(int argc, char** argv) {
                    "berth_bench --loop: unknown argument \"%s\"\n"
                    "usage: berth_bench --loop [--sizes=500,2000,5000] [--pods=2000] "
                    "[--percentages=100,0] [--rounds=1] [--berth=BINARY] [--before=BINARY] "
+                   "[--config=FILE] [--before-config=FILE] [--pace=N] "
                    "[--perf-out=PREFIX] [--syscalls] [--pin] [--quick]\n",
                    std::string(arg).c_str());
       return std::nullopt;
@@ -410,6 +416,7 @@ struct RunFigures {
   int pods = 0;
   int bound = 0;
   int attempts = 0;      // filter calls
+  int prioritizes = 0;   // prioritize calls (none when the filter passed one node)
   int parked = 0;        // filter answers with no node (kube-scheduler parks the pod)
   double wall_s = 0;
   // berth's CPU in the window, all threads but the ETA forecast's: what scheduling the pods cost.
@@ -455,8 +462,8 @@ double MetricValue(const std::string& metrics, std::string_view name) {
   return total;
 }
 
-RunFigures RunOnce(const LoopOptions& o, const std::string& binary, int nodes, int percentage,
-                   const std::string& perf_out) {
+RunFigures RunOnce(const LoopOptions& o, const std::string& binary, const std::string& config_file,
+                   int nodes, int percentage, const std::string& perf_out) {
   RunFigures f;
   f.pods = o.pods;
   auto fail = [&](std::string why) {
@@ -504,13 +511,13 @@ RunFigures RunOnce(const LoopOptions& o, const std::string& binary, int nodes, i
   const std::string kubeconfig = StrCat(dir, "/kubeconfig");
   const std::string config = StrCat(dir, "/berth.json");
   std::ofstream(kubeconfig) << api.Kubeconfig();
-  if (o.config.empty()) {
+  if (config_file.empty()) {
     std::ofstream(config) << R"({"schedulerName": "berth-scheduler", "kubernetes": {"leaderElection": {"enabled": false}}})";
   } else {
-    std::ifstream in(o.config);
+    std::ifstream in(config_file);
     std::ostringstream text;
     text << in.rdbuf();
-    if (!in) return fail(StrCat("--config: cannot read ", o.config));
+    if (!in) return fail(StrCat("--config: cannot read ", config_file));
     std::ofstream(config) << text.str();
   }
 
@@ -688,6 +695,7 @@ RunFigures RunOnce(const LoopOptions& o, const std::string& binary, int nodes, i
       for (size_t k = 0; k < passed.size(); ++k) StrAppend(&body, k ? "," : "", "\"", passed[k], "\"");
       body += "]}";
       f.verb_bytes_sent += static_cast<int64_t>(body.size());
+      ++f.prioritizes;
       code = verbs.Post("/prioritize", body, &answer);
       if (!code.ok() || *code != 200) return fail(StrCat("prioritize: ", code.ok() ? StrCat("HTTP ", *code) : std::string(code.status().message())));
       f.verb_bytes_received += static_cast<int64_t>(answer.size());
@@ -834,10 +842,13 @@ int RunLoopBench(int argc, char** argv) {
       std::vector<RunFigures> now_runs, before_runs;
       for (int round = 0; round < o.rounds; ++round) {
         // Alternated, so a slow moment of the machine does not fall on one binary only.
-        if (!o.before.empty()) before_runs.push_back(RunOnce(o, o.before, nodes, pct, ""));
+        if (!o.before.empty()) {
+          before_runs.push_back(
+              RunOnce(o, o.before, o.before_config.empty() ? o.config : o.before_config, nodes, pct, ""));
+        }
         const std::string perf =
             o.perf_out.empty() || round > 0 ? "" : StrCat(o.perf_out, "-", nodes, "-", pct, ".data");
-        now_runs.push_back(RunOnce(o, o.berth, nodes, pct, perf));
+        now_runs.push_back(RunOnce(o, o.berth, o.config, nodes, pct, perf));
       }
       auto median = [](std::vector<RunFigures>& runs) -> const RunFigures* {
         if (runs.empty()) return nullptr;
@@ -862,8 +873,9 @@ int RunLoopBench(int argc, char** argv) {
                    api_kb = (now->api_bytes_sent + now->api_bytes_received) / 1024.0 / n,
                    verb_kb = (now->verb_bytes_sent + now->verb_bytes_received) / 1024.0 / n;
       std::printf("%5d nodes, percentageOfNodesToScore %3d (%4d candidates): CPU %7.1f us/pod, API calls %.2f/pod, "
-                  "API %.1f KB/pod, verbs %.1f KB/pod, %.1f filters/pod, %.2f s",
-                  nodes, pct, sample, cpu, calls, api_kb, verb_kb, now->attempts / n, now->wall_s);
+                  "API %.1f KB/pod, verbs %.1f KB/pod, %.1f filters/pod, %.2f prioritizes/pod, %.2f s",
+                  nodes, pct, sample, cpu, calls, api_kb, verb_kb, now->attempts / n, now->prioritizes / n,
+                  now->wall_s);
       if (now->syscalls >= 0) std::printf(", syscalls %.1f/pod", now->syscalls / n);
       if (before != nullptr) {
         const double bn = before->pods;

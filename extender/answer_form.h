@@ -15,4 +15,15 @@ enum class AnswerForm : uint8_t {
   kLong,
 };
 
+/// Which fitting nodes the filter answer names (config `filterAnswer`; docs/decisions.md, "The
+/// filter answer names berth's best nodes").
+enum class FilterAnswer : uint8_t {
+  /// Every candidate that fits: kube-scheduler then scores them all and calls prioritize.
+  kAll,
+  /// Only the fitting candidates with berth's highest score (what prioritize would answer). The
+  /// others are left out of both lists: kube-scheduler drops them without a status. When one
+  /// node is left, kube-scheduler takes it without scoring and without calling prioritize.
+  kBest,
+};
+
 }  // namespace berth::extender

@@ -189,7 +189,7 @@ absl::Status ParseEta(const Settings& obj, Config* c) {
 /// module (Registry::SettingsNames).
 constexpr std::string_view kOwnFields[] = {
     "schedulerName", "topologyLevels", "maxRequestBytes", "httpThreads",
-    "bindConfirmTimeoutSeconds", "policies", "kubernetes", "topology", "events", "eta"};
+    "bindConfirmTimeoutSeconds", "filterAnswer", "policies", "kubernetes", "topology", "events", "eta"};
 
 /// An optional integer field within [min, max]; the error gives the range.
 absl::Status ReadIntRange(const Settings& obj, std::string_view key, int64_t min, int64_t max,
@@ -252,6 +252,17 @@ absl::Status ParseTop(const Settings& top, const policy::Registry& registry, Con
     return s;
   }
   if (timeout) c->bind_confirm_timeout = absl::Seconds(*timeout);
+  std::optional<std::string> answer;
+  if (auto s = policy::ReadString(top, "filterAnswer", &answer); !s.ok()) return s;
+  if (answer) {
+    if (*answer == "all") {
+      c->filter_answer = FilterAnswer::kAll;
+    } else if (*answer == "best") {
+      c->filter_answer = FilterAnswer::kBest;
+    } else {
+      return top.Find("filterAnswer")->Error(StrCat("expected \"all\" or \"best\", got \"", *answer, "\""));
+    }
+  }
   using SectionParser = absl::Status (*)(const Settings&, Config*);
   for (auto [key, parse] : {std::pair<std::string_view, SectionParser>{
                                 "policies",

@@ -7,6 +7,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "extender/answer_form.h"
 #include "extender/kube/leader.h"
 #include "policy/config.h"
 #include "policy/registry.h"
@@ -22,6 +23,7 @@ namespace berth::extender {
 ///       "maxRequestBytes": 67108864,
 ///       "httpThreads": 64,
 ///       "bindConfirmTimeoutSeconds": 600,
+///       "filterAnswer": "all",
 ///       "policies": {"filters": ["resource-fit"], "scores": [{"name": "binpack", "weight": 1}],
 ///                    "preempt": ["resource-fit"]},
 ///       "binpack": {"weights": {"cpu": 1, "memory": 1, "nvidia.com/gpu": 4}},
@@ -52,6 +54,9 @@ struct Config {
   size_t max_request_bytes = 64u << 20;
   int http_threads = 64;
   absl::Duration bind_confirm_timeout = absl::Minutes(10);
+  /// filterAnswer: "all" names every fitting node in the filter answer, "best" only those berth
+  /// scores highest (FilterAnswer).
+  FilterAnswer filter_answer = FilterAnswer::kAll;
   policy::PolicyConfig policy;
   /// Kubernetes mode: how long a watch runs before berth re-opens it (randomised up to 2x).
   absl::Duration watch_timeout = absl::Minutes(5);

@@ -269,6 +269,13 @@ void Metrics::Write(PromWriter& w) const {
         nudges_not_needed);
   plain("berth_nudges_deferred_total",
         "Nudges left for a later admission tick by events.nudgesPerSecond.", nudges_deferred);
+  plain("berth_filter_nodes_left_out_total",
+        "Fitting nodes a filter answer left out because berth scored others higher (filterAnswer: best).",
+        filter_left_out);
+  plain("berth_filter_one_node_answers_total",
+        "Filter answers that named one node where several fit (filterAnswer: best): kube-scheduler "
+        "takes it without scoring and without calling prioritize.",
+        filter_one_node);
 }
 
 }  // namespace berth::extender

@@ -183,6 +183,10 @@ struct Metrics {
   std::atomic<uint64_t> nudges{0};
   std::atomic<uint64_t> nudges_not_needed{0};  ///< admitted pods never answered waiting: not patched
   std::atomic<uint64_t> nudges_deferred{0};    ///< nudges left for a later tick (nudgesPerSecond)
+  /// filterAnswer "best": fitting nodes left out of filter answers, and answers that named one
+  /// node where several fit (kube-scheduler then neither scores nor calls prioritize).
+  std::atomic<uint64_t> filter_left_out{0};
+  std::atomic<uint64_t> filter_one_node{0};
   TransportMetrics transport;
   ApiWriteMetrics api_writes;
   ForecastMetrics forecast;

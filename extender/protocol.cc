@@ -357,7 +357,8 @@ void AppendName(std::string* out, std::string_view name, bool plain) {
 }  // namespace
 
 std::string EncodeFilterResult(const ExtenderArgs& args,
-                               const std::vector<policy::NodeVerdict>& verdicts, AnswerForm form) {
+                               const std::vector<policy::NodeVerdict>& verdicts, AnswerForm form,
+                               std::span<const char> shown) {
   std::string out;
   size_t names_bytes = 0;
   for (std::string_view n : args.node_names) names_bytes += n.size() + 3;
@@ -366,7 +367,7 @@ std::string EncodeFilterResult(const ExtenderArgs& args,
   auto list = [&](auto&& emit) {
     bool first = true;
     for (size_t i = 0; i < verdicts.size(); ++i) {
-      if (!verdicts[i].ok()) continue;
+      if (!verdicts[i].ok() || (!shown.empty() && !shown[i])) continue;
       if (!first) out.push_back(',');
       first = false;
       emit(i);

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -78,10 +79,12 @@ absl::StatusOr<PreemptionArgs> DecodePreemptionArgs(simdjson::dom::element root,
                                                     const core::ResourceNames& names);
 
 /// ExtenderFilterResult in the form of the question: `NodeNames` for names, `Nodes` (the passing
-/// node objects copied from the request) for full objects.
+/// node objects copied from the request) for full objects. `shown`, when not empty, has one
+/// entry per verdict: a fitting node with 0 there is left out of the answer (FilterAnswer::kBest).
 std::string EncodeFilterResult(const ExtenderArgs& args,
                                const std::vector<policy::NodeVerdict>& verdicts,
-                               AnswerForm form = AnswerForm::kShort);
+                               AnswerForm form = AnswerForm::kShort,
+                               std::span<const char> shown = {});
 /// HostPriorityList: a bare array with one {"Host", "Score"} per host, in order, integer scores.
 /// `hosts_plain`: every host is known to be PlainJsonText (ExtenderArgs::names_plain).
 std::string EncodePriorityList(const std::vector<std::string_view>& hosts,

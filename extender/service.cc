@@ -119,6 +119,7 @@ ServiceOptions ServiceOptionsFor(const Config& config, Mode mode) {
                                        .min_interval = config.events_min_interval,
                                        .max_per_tick = config.events_max_per_second},
                         .nudges = {.max_per_tick = config.nudges_per_second},
+                        .filter_answer = config.filter_answer,
                         .policy = std::move(policy),
                         .eta_interval = config.eta_interval};
 }
@@ -339,9 +340,38 @@ Reply Service::FilterVerb(std::string_view body, std::vector<policy::NodeVerdict
                   verdicts.size(), verdicts.size() - static_cast<size_t>(rejected),
                   summary.empty() ? "-" : summary);
   }
-  Reply reply{.status = 200, .body = EncodeFilterResult(*args, verdicts, options_.answers)};
+  const std::vector<char> shown = options_.filter_answer == FilterAnswer::kBest
+                                      ? BestFitting(args->pod, args->node_names, verdicts)
+                                      : std::vector<char>{};
+  Reply reply{.status = 200, .body = EncodeFilterResult(*args, verdicts, options_.answers, shown)};
   if (verdicts_out != nullptr) *verdicts_out = verdicts;
   return reply;
+}
+
+std::vector<char> Service::BestFitting(const core::Pod& pod, std::span<const std::string_view> names,
+                                       const std::vector<policy::NodeVerdict>& verdicts) {
+  std::vector<std::string_view> fitting;
+  std::vector<size_t> at;
+  for (size_t i = 0; i < verdicts.size(); ++i) {
+    if (!verdicts[i].ok()) continue;
+    fitting.push_back(names[i]);
+    at.push_back(i);
+  }
+  if (fitting.size() < 2) return {};
+  // The scores prioritize would give these nodes: in the order the filter passed them, so the
+  // score finds their nodes where the filter left them (PassedCandidates).
+  const std::vector<int64_t> scores = framework_->Score(pod, fitting);
+  const int64_t best = *std::max_element(scores.begin(), scores.end());
+  std::vector<char> shown(verdicts.size(), 0);
+  size_t kept = 0;
+  for (size_t k = 0; k < scores.size(); ++k) {
+    if (scores[k] != best) continue;
+    shown[at[k]] = 1;
+    ++kept;
+  }
+  metrics_.filter_left_out.fetch_add(scores.size() - kept, std::memory_order_relaxed);
+  if (kept == 1) metrics_.filter_one_node.fetch_add(1, std::memory_order_relaxed);
+  return shown;
 }
 
 int Service::Housekeeping() {

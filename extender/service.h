@@ -156,6 +156,8 @@ struct ServiceOptions {
   /// How filter and prioritize answers are written; kLong only where a bench or a test compares
   /// with berth's earlier answers.
   AnswerForm answers = AnswerForm::kShort;
+  /// Which fitting nodes the filter answer names (config filterAnswer).
+  FilterAnswer filter_answer = FilterAnswer::kAll;
   std::string version = "0.0.0";
   std::string git_commit = "unknown";
   std::string build_type = "unknown";
@@ -305,6 +307,10 @@ class Service {
 
  private:
   Reply FilterVerb(std::string_view body, std::vector<policy::NodeVerdict>* verdicts_out);
+  /// filterAnswer "best": for each verdict, whether the answer names it: the fitting nodes with
+  /// the highest score. Empty (every fitting node named) when fewer than two fit.
+  std::vector<char> BestFitting(const core::Pod& pod, std::span<const std::string_view> names,
+                                const std::vector<policy::NodeVerdict>& verdicts);
   Reply PrioritizeVerb(std::string_view body);
   Reply BindVerb(std::string_view body);
   Reply PreemptVerb(std::string_view body);

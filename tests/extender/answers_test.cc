@@ -21,6 +21,7 @@
 #include "policy/verdict.h"
 #include "tests/testing/builders.h"
 #include "tests/testing/harness.h"
+#include "tests/testing/sim_runs.h"
 #include "tests/testing/verbs.h"
 
 namespace berth::testing {
@@ -343,16 +344,7 @@ TEST_CASE("the simulator's kube-scheduler places every pod the same on both form
       extender::sim::Generate({.profile = "seed-stories", .jobs = 120, .seed = 3});
   REQUIRE(g.ok());
   auto run = [&](AnswerForm form) {
-    extender::sim::SimOptions o;
-    o.cluster_json = g->cluster_json;
-    o.cluster_source = "cluster.json";
-    o.workload = g->workload;
-    o.workload_source = "workload.yaml";
-    o.run_baseline = false;
-    o.answers = form;
-    absl::StatusOr<extender::sim::SimResult> r = extender::sim::RunSimulation(o);
-    REQUIRE(r.ok());
-    return r->berth;
+    return SimulateGenerated(*g, [&](extender::sim::SimOptions& o) { o.answers = form; });
   };
   const extender::sim::RunMetrics now = run(AnswerForm::kShort);
   const extender::sim::RunMetrics before = run(AnswerForm::kLong);

@@ -69,9 +69,9 @@ TEST_CASE("config: a module's own section reaches it by the registry alone", "[c
 TEST_CASE("config: the unknown top-level field lists the extender's fields and the modules' "
           "sections", "[config]") {
   CHECK(testing::ConfigError(R"({"gang": {}})") ==
-        "c.json: gang: unknown field (known: bindConfirmTimeoutSeconds, binpack, eta, events, gangs, "
-        "gpu, httpThreads, kubernetes, maxRequestBytes, policies, pools, queues, schedulerName, "
-        "topology, topologyLevels)");
+        "c.json: gang: unknown field (known: bindConfirmTimeoutSeconds, binpack, eta, events, "
+        "filterAnswer, gangs, gpu, httpThreads, kubernetes, maxRequestBytes, policies, pools, queues, "
+        "schedulerName, topology, topologyLevels)");
   // The pools section is shared: its unknown-field error lists the Pool.status writer's field
   // beside the module's.
   CHECK(testing::ConfigError(R"({"pools": {"reclaimTimeout": 3}})") ==

@@ -836,6 +836,10 @@ TEST_CASE("berth leads exactly when its own pod's kube-scheduler does", "[manife
   CHECK(parsed->leader_election.mode == extender::kube::LeaderElectionConfig::Mode::kFollow);
   CHECK(parsed->leader_election.lease_name == le.value("leaseName", ""));
   CHECK(parsed->scheduler_name == cfg.value("schedulerName", ""));
+  // The shipped deployment names only berth's best nodes in the filter answer (berth is its
+  // kube-scheduler's only extender): kube-scheduler mostly gets one node and skips scoring.
+  CHECK(parsed->filter_answer == extender::FilterAnswer::kBest);
+  CHECK(At(sched, "/extenders", "scheduler config").size() == 1);
 
   // Follow mode recognises its pod in the Lease holder ("<pod name>_<uuid>").
   std::map<std::string, std::string> env;
