@@ -219,6 +219,9 @@ Reply Service::WhatIf(std::string_view body, bool text) const {
   }
   ServiceOptions fork_options = options_;
   fork_options.intents = {};
+  // The what-if reads every verdict and asks prioritize itself (the best-scored nodes are then
+  // its answer, as filterAnswer "best" would name them): the fork's filter need not score.
+  fork_options.filter_answer = FilterAnswer::kAll;
   ForkBinder binder(model.get());
   RecordingEvictor evictor;
   Service fork(fork_options, model.get(), *std::move(pipeline), &binder, &clock);
