@@ -252,16 +252,11 @@ absl::Status ParseTop(const Settings& top, const policy::Registry& registry, Con
     return s;
   }
   if (timeout) c->bind_confirm_timeout = absl::Seconds(*timeout);
-  std::optional<std::string> answer;
-  if (auto s = policy::ReadString(top, "filterAnswer", &answer); !s.ok()) return s;
-  if (answer) {
-    if (*answer == "all") {
-      c->filter_answer = FilterAnswer::kAll;
-    } else if (*answer == "best") {
-      c->filter_answer = FilterAnswer::kBest;
-    } else {
-      return top.Find("filterAnswer")->Error(StrCat("expected \"all\" or \"best\", got \"", *answer, "\""));
-    }
+  if (auto s = policy::ReadChoice<FilterAnswer>(
+          top, "filterAnswer", {{"all", FilterAnswer::kAll}, {"best", FilterAnswer::kBest}},
+          &c->filter_answer);
+      !s.ok()) {
+    return s;
   }
   using SectionParser = absl::Status (*)(const Settings&, Config*);
   for (auto [key, parse] : {std::pair<std::string_view, SectionParser>{
