@@ -94,6 +94,28 @@ absl::Status JsonStreamSplitter::Feed(std::string_view data,
   return absl::OkStatus();
 }
 
+absl::Status JsonStreamSplitter::FeedParsed(
+    std::string_view data, simdjson::dom::parser& parser,
+    const std::function<bool(std::string_view, simdjson::dom::element)>& fn) {
+  simdjson::dom::element root;
+  if (buf_.empty() && data.size() >= 2 && data.front() == '{' && data.back() == '\n' &&
+      std::memchr(data.data(), '\n', data.size() - 1) == nullptr &&
+      parser.parse(data.data(), data.size(), true).get(root) == simdjson::SUCCESS) {
+    ++whole_lines_;
+    return fn(data.substr(0, data.size() - 1), root) ? absl::OkStatus() : absl::CancelledError("stopped");
+  }
+  bool invalid = false;
+  absl::Status s = Feed(data, [&](std::string_view text) {
+    if (parser.parse(text.data(), text.size(), true).get(root) != simdjson::SUCCESS) {
+      invalid = true;
+      return false;
+    }
+    return fn(text, root);
+  });
+  if (invalid) return absl::DataLossError("watch stream: an event is not valid JSON");
+  return s;
+}
+
 // ---------------------------------------------------------------------------------------------
 // Keys
 
@@ -478,12 +500,7 @@ Reflector::WatchEnd Reflector::WatchOnce() {
   bool events_seen = false;
   absl::Status stream_error;
 
-  auto on_event = [&](std::string_view text) -> bool {
-    simdjson::dom::element root;
-    if (parser.parse(text.data(), text.size(), true).get(root) != simdjson::SUCCESS) {
-      stream_error = absl::DataLossError("watch stream: an event is not valid JSON");
-      return false;
-    }
+  auto on_event = [&](std::string_view, simdjson::dom::element root) -> bool {
     simdjson::dom::object ev;
     std::string_view type;
     simdjson::dom::object obj;
@@ -542,7 +559,7 @@ Reflector::WatchEnd Reflector::WatchOnce() {
   absl::StatusOr<Response> res = client_->Stream(
       path,
       [&](std::string_view chunk) {
-        absl::Status s = splitter.Feed(chunk, on_event);
+        absl::Status s = splitter.FeedParsed(chunk, parser, on_event);
         // Apply what this chunk completed in one write, so a burst of events costs one lock.
         const size_t n = batch.size();
         ApplyBatch(&batch);

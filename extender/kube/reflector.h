@@ -21,6 +21,11 @@ namespace berth::extender {
 class Journal;  // extender/journal.h
 }  // namespace berth::extender
 
+namespace simdjson::dom {  // simdjson.h, which only the sources that parse need
+class element;
+class parser;
+}  // namespace simdjson::dom
+
 namespace berth::extender::kube {
 
 /// Splits a byte stream into top-level JSON values, as a watch response is: one event object
@@ -34,8 +39,18 @@ class JsonStreamSplitter {
   /// is not a sequence of JSON objects/arrays, or a value exceeds the limit; false from `fn`
   /// stops early with Cancelled.
   absl::Status Feed(std::string_view data, const std::function<bool(std::string_view)>& fn);
+  /// Feed, with each value parsed by `parser` and handed to `fn` with its text (the root is valid
+  /// until `fn` returns). kube-apiserver writes one watch event per chunk, as JSON and a newline:
+  /// when nothing is buffered and `data` is one line that starts an object, it is parsed as it
+  /// stands, and if it is one valid value the scan is skipped (a value parses only if it is
+  /// whole, so that is exactly the value the scan would have found). Anything else is scanned.
+  /// \return Feed's errors, or DataLoss for a value that is not valid JSON.
+  absl::Status FeedParsed(std::string_view data, simdjson::dom::parser& parser,
+                          const std::function<bool(std::string_view, simdjson::dom::element)>& fn);
   void Reset();
   size_t buffered() const { return buf_.size(); }
+  /// Values FeedParsed took whole from their chunk, without the scan.
+  int64_t whole_lines() const { return whole_lines_; }
 
  private:
   size_t max_;
@@ -45,6 +60,7 @@ class JsonStreamSplitter {
   int depth_ = 0;
   bool in_string_ = false;
   bool escape_ = false;
+  int64_t whole_lines_ = 0;
 };
 
 /// A collection berth lists and watches.

@@ -3,6 +3,7 @@
 
 #include "catch2/catch.hpp"
 #include "extender/kube/reflector.h"
+#include "simdjson.h"
 
 namespace berth::extender::kube {
 namespace {
@@ -119,6 +120,75 @@ TEST_CASE("watch stream: garbage, oversized values and early stop are errors", "
     st = s.Feed("{}{}{}", [&](std::string_view) { return ++seen < 2; });
     CHECK(st.code() == absl::StatusCode::kCancelled);
     CHECK(seen == 2);
+  }
+}
+
+// FeedParsed's values: each value's text, or "!" and the error that ended the feed.
+std::vector<std::string> ParseAll(JsonStreamSplitter& s, simdjson::dom::parser& parser,
+                                  const std::vector<std::string>& chunks) {
+  std::vector<std::string> out;
+  for (const std::string& chunk : chunks) {
+    absl::Status st = s.FeedParsed(chunk, parser, [&](std::string_view text, simdjson::dom::element root) {
+      out.emplace_back(text);
+      CHECK(simdjson::to_string(root) == simdjson::to_string(parser.parse(std::string(text)).value()));
+      return true;
+    });
+    if (!st.ok()) {
+      out.push_back("!" + std::string(st.message()));
+      break;
+    }
+  }
+  return out;
+}
+
+TEST_CASE("watch stream: parsed values are Feed's values, one event a chunk taken whole", "[json-stream]") {
+  const std::vector<std::string> events = {
+      "{\"type\":\"ADDED\",\"object\":{\"metadata\":{\"name\":\"a{b\\n\",\"x\":\"}]\\\"{\"}}}",
+      "{\"type\":\"MODIFIED\",\"object\":{\"spec\":[1,[2,{}]]}}",
+      "{\"type\":\"BOOKMARK\",\"object\":{\"metadata\":{\"resourceVersion\":\"12\"}}}"};
+  simdjson::dom::parser parser;
+  SECTION("one event and its newline a chunk, as kube-apiserver writes them: no scan") {
+    std::vector<std::string> chunks;
+    for (const std::string& e : events) chunks.push_back(e + "\n");
+    JsonStreamSplitter s;
+    CHECK(ParseAll(s, parser, chunks) == events);
+    CHECK(s.whole_lines() == 3);
+    CHECK(s.buffered() == 0);
+  }
+  SECTION("every split of the stream in two chunks gives the same values") {
+    std::string stream;
+    for (const std::string& e : events) stream += e + "\n";
+    for (size_t cut = 0; cut <= stream.size(); ++cut) {
+      INFO("cut at " << cut);
+      JsonStreamSplitter s;
+      CHECK(ParseAll(s, parser, {stream.substr(0, cut), stream.substr(cut)}) == events);
+      CHECK(s.whole_lines() <= 1);
+    }
+  }
+  SECTION("an event pretty-printed over several lines, a line a chunk, is scanned") {
+    JsonStreamSplitter s;
+    CHECK(ParseAll(s, parser, {"{\n", "  \"type\": \"ADDED\",\n", "  \"object\": {}\n", "}\n", events[1] + "\n"}) ==
+          std::vector<std::string>{"{\n  \"type\": \"ADDED\",\n  \"object\": {}\n}", events[1]});
+    CHECK(s.whole_lines() == 1);
+  }
+  SECTION("two events on one line are both read") {
+    JsonStreamSplitter s;
+    CHECK(ParseAll(s, parser, {events[0] + events[1] + "\n"}) ==
+          std::vector<std::string>{events[0], events[1]});
+    CHECK(s.whole_lines() == 0);
+  }
+  SECTION("a balanced value that is not JSON, and bytes after a value, are the errors Feed gives") {
+    JsonStreamSplitter a;
+    CHECK(ParseAll(a, parser, {"{\"a\":tru}\n"}) ==
+          std::vector<std::string>{"!watch stream: an event is not valid JSON"});
+    JsonStreamSplitter b;
+    CHECK(ParseAll(b, parser, {"{}x\n"}) ==
+          std::vector<std::string>{"{}", "!watch stream: expected a JSON object, found 'x'"});
+    JsonStreamSplitter c;
+    int seen = 0;
+    CHECK(c.FeedParsed(events[0] + "\n", parser, [&](std::string_view, simdjson::dom::element) {
+             return ++seen > 1;
+           }).code() == absl::StatusCode::kCancelled);
   }
 }
 
