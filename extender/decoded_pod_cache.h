@@ -23,7 +23,9 @@ class DecodedPodCache {
   /// The pod remembered, if `rest` begins with its text and `names` has the size it had. A
   /// remembered text is a whole JSON object, so a value that begins with it is exactly it:
   /// `rest` runs from the pod's first byte to the end of the request, and is not scanned.
-  std::optional<core::Pod> Find(std::string_view rest, const core::ResourceNames& names) const;
+  /// `text_size`, when given, is set to the remembered text's size on a hit.
+  std::optional<core::Pod> Find(std::string_view rest, const core::ResourceNames& names,
+                                size_t* text_size = nullptr) const;
   /// Remembers `pod`, decoded from the JSON object `text` while `names` had its present size.
   void Remember(std::string_view text, const core::ResourceNames& names, const core::Pod& pod);
   /// How many Find calls returned a pod.

@@ -56,13 +56,14 @@ absl::StatusOr<std::string_view> EnvelopeString(simdjson::dom::object obj, std::
 
 }  // namespace
 
-std::optional<core::Pod> DecodedPodCache::Find(std::string_view rest,
-                                               const core::ResourceNames& names) const {
+std::optional<core::Pod> DecodedPodCache::Find(std::string_view rest, const core::ResourceNames& names,
+                                               size_t* text_size) const {
   absl::MutexLock lock(&mu_);
   if (names_ != &names || names_size_ != names.size() || text_.empty() || !rest.starts_with(text_)) {
     return std::nullopt;
   }
   ++hits_;
+  if (text_size != nullptr) *text_size = text_.size();
   return pod_;
 }
 
@@ -218,20 +219,40 @@ std::optional<ExtenderArgs> DecodeNodeNamesArgs(std::string_view body, const cor
   const auto first = FirstMember(body);
   if (!first || first->first != "Pod") return std::nullopt;
   const std::string_view rest = first->second;  // from the pod's first byte to the end
-  const std::string_view pod_text = LeadingObject(rest);
-  if (pod_text.empty()) return std::nullopt;
   ExtenderArgs args;
   // Hundreds of names: room for one every twenty bytes, then the exact count.
-  args.node_names.reserve((rest.size() - pod_text.size()) / 20 + 1);
-  if (!ReadNodeNamesTail(rest.substr(pod_text.size()), &args.node_names)) return std::nullopt;
-  args.names_plain = true;
-  if (std::optional<core::Pod> known = cache != nullptr ? cache->Find(rest, names) : std::nullopt) {
+  auto read_names = [&](size_t pod_size) {
+    args.node_names.reserve((rest.size() - pod_size) / 20 + 1);
+    if (!ReadNodeNamesTail(rest.substr(pod_size), &args.node_names)) return false;
+    args.names_plain = true;
+    return true;
+  };
+  // A pod the cache holds (every prioritize) ends where its remembered text does, a whole object.
+  size_t known_size = 0;
+  if (std::optional<core::Pod> known = cache != nullptr ? cache->Find(rest, names, &known_size) : std::nullopt) {
+    if (!read_names(known_size)) return std::nullopt;
     args.pod = *std::move(known);
     return args;
   }
-  // The pod alone, one level shallower than in the body: the same pods parse as in the whole.
-  if (pod_text.size() > kReusedParserLimit) return std::nullopt;
-  absl::StatusOr<simdjson::dom::element> root = ParseReused(pod_text, kDefaultMaxDepth - 1);
+  // Where the pod ends: kube-scheduler writes `"Nodes"` right after it, so the first `},"Nodes":`
+  // is taken as its end if the text up to there parses as one value. A value that parses is
+  // whole, and no shorter prefix of it is (its depth reaches zero only at its last byte), so
+  // that is the end the scan below finds. Anything else (the bytes inside the pod, an error) is
+  // scanned for its end as a string-aware brace count.
+  static constexpr std::string_view kNodesAfterPod = "},\"Nodes\":";
+  std::string_view pod_text;
+  absl::StatusOr<simdjson::dom::element> root = absl::UnknownError("not parsed");
+  if (const size_t at = rest.find(kNodesAfterPod); at != std::string_view::npos && at < kReusedParserLimit) {
+    root = ParseReused(rest.substr(0, at + 1), kDefaultMaxDepth - 1);
+    if (root.ok()) pod_text = rest.substr(0, at + 1);
+  }
+  if (pod_text.empty()) {
+    pod_text = LeadingObject(rest);
+    if (pod_text.empty() || pod_text.size() > kReusedParserLimit) return std::nullopt;
+    // The pod alone, one level shallower than in the body: the same pods parse as in the whole.
+    root = ParseReused(pod_text, kDefaultMaxDepth - 1);
+  }
+  if (!read_names(pod_text.size())) return std::nullopt;
   if (!root.ok()) return std::nullopt;
   simdjson::dom::object obj;
   if (root->get_object().get(obj) != simdjson::SUCCESS) return std::nullopt;
