@@ -309,7 +309,11 @@ Reply Service::FilterVerb(std::string_view body, std::vector<policy::NodeVerdict
     }
     Learn(args->pod, std::move(nodes));
   }
-  const std::vector<policy::NodeVerdict> verdicts = framework_->Filter(args->pod, args->node_names);
+  // With filterAnswer "best", the nodes that pass are scored in the filters' pass.
+  const bool best = options_.filter_answer == FilterAnswer::kBest;
+  std::vector<int64_t> scores;
+  const std::vector<policy::NodeVerdict> verdicts =
+      framework_->Filter(args->pod, args->node_names, best ? &scores : nullptr);
   const bool none_fit = std::none_of(verdicts.begin(), verdicts.end(),
                                      [](const policy::NodeVerdict& v) { return v.ok(); });
   // One count per reason code this call gave (not per node: a call over 5,000 nodes is one
@@ -340,36 +344,31 @@ Reply Service::FilterVerb(std::string_view body, std::vector<policy::NodeVerdict
                   verdicts.size(), verdicts.size() - static_cast<size_t>(rejected),
                   summary.empty() ? "-" : summary);
   }
-  const std::vector<char> shown = options_.filter_answer == FilterAnswer::kBest
-                                      ? BestFitting(args->pod, args->node_names, verdicts)
-                                      : std::vector<char>{};
+  const std::vector<char> shown = best ? BestFitting(verdicts, scores) : std::vector<char>{};
   Reply reply{.status = 200, .body = EncodeFilterResult(*args, verdicts, options_.answers, shown)};
   if (verdicts_out != nullptr) *verdicts_out = verdicts;
   return reply;
 }
 
-std::vector<char> Service::BestFitting(const core::Pod& pod, std::span<const std::string_view> names,
-                                       const std::vector<policy::NodeVerdict>& verdicts) {
-  std::vector<std::string_view> fitting;
-  std::vector<size_t> at;
+std::vector<char> Service::BestFitting(const std::vector<policy::NodeVerdict>& verdicts,
+                                       const std::vector<int64_t>& scores) {
+  // The scores prioritize would give the nodes that fit (Framework::Filter's).
+  int64_t best = -1;
+  size_t fitting = 0;
   for (size_t i = 0; i < verdicts.size(); ++i) {
     if (!verdicts[i].ok()) continue;
-    fitting.push_back(names[i]);
-    at.push_back(i);
+    ++fitting;
+    best = std::max(best, scores[i]);
   }
-  if (fitting.size() < 2) return {};
-  // The scores prioritize would give these nodes: in the order the filter passed them, so the
-  // score finds their nodes where the filter left them (PassedCandidates).
-  const std::vector<int64_t> scores = framework_->Score(pod, fitting);
-  const int64_t best = *std::max_element(scores.begin(), scores.end());
+  if (fitting < 2) return {};
   std::vector<char> shown(verdicts.size(), 0);
   size_t kept = 0;
-  for (size_t k = 0; k < scores.size(); ++k) {
-    if (scores[k] != best) continue;
-    shown[at[k]] = 1;
+  for (size_t i = 0; i < verdicts.size(); ++i) {
+    if (!verdicts[i].ok() || scores[i] != best) continue;
+    shown[i] = 1;
     ++kept;
   }
-  metrics_.filter_left_out.fetch_add(scores.size() - kept, std::memory_order_relaxed);
+  metrics_.filter_left_out.fetch_add(fitting - kept, std::memory_order_relaxed);
   if (kept == 1) metrics_.filter_one_node.fetch_add(1, std::memory_order_relaxed);
   return shown;
 }

@@ -308,9 +308,10 @@ class Service {
  private:
   Reply FilterVerb(std::string_view body, std::vector<policy::NodeVerdict>* verdicts_out);
   /// filterAnswer "best": for each verdict, whether the answer names it: the fitting nodes with
-  /// the highest score. Empty (every fitting node named) when fewer than two fit.
-  std::vector<char> BestFitting(const core::Pod& pod, std::span<const std::string_view> names,
-                                const std::vector<policy::NodeVerdict>& verdicts);
+  /// the highest of `scores` (prioritize's, given by the filter's pass). Empty (every fitting
+  /// node named) when fewer than two fit.
+  std::vector<char> BestFitting(const std::vector<policy::NodeVerdict>& verdicts,
+                                const std::vector<int64_t>& scores);
   Reply PrioritizeVerb(std::string_view body);
   Reply BindVerb(std::string_view body);
   Reply PreemptVerb(std::string_view body);

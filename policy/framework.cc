@@ -79,8 +79,8 @@ NodeVerdict Framework::QueueVerdict(const core::ClusterState& state, const core:
 
 // ---- filter -------------------------------------------------------------------------------------
 
-std::vector<NodeVerdict> Framework::Filter(const core::Pod& pod,
-                                           std::span<const std::string_view> candidates) {
+std::vector<NodeVerdict> Framework::Filter(const core::Pod& pod, std::span<const std::string_view> candidates,
+                                           std::vector<int64_t>* scores) {
   const bool managed = pod.scheduler_name == options_.scheduler_name;
   const bool gang_member = managed && GangOf(pod).has_value();
   // PreFilter "queue": a job waiting in its queue is answered by the queue module alone: no gang
@@ -104,7 +104,7 @@ std::vector<NodeVerdict> Framework::Filter(const core::Pod& pod,
                            .reclaim_blocked = reclaim_blocked,
                            .gang_waiting = gang_waiting ? &*gang_waiting : nullptr,
                            .queue_verdict = queue_verdict ? &*queue_verdict : nullptr};
-    return pipeline_->Filter(ctx, candidates);
+    return pipeline_->Filter(ctx, candidates, scores);
   };
   std::vector<NodeVerdict> verdicts = run();
   if (gang_member && NoneFit(verdicts)) {

@@ -100,9 +100,11 @@ class Framework {
   const Pipeline& pipeline() const { return *pipeline_; }
   const FrameworkOptions& options() const { return options_; }
 
-  /// The filter verb: verdicts for candidate node names, in input order.
-  std::vector<NodeVerdict> Filter(const core::Pod& pod,
-                                  std::span<const std::string_view> candidates);
+  /// The filter verb: verdicts for candidate node names, in input order. With `scores`, the
+  /// nodes that pass are also given the scores Score would give them, from the same view
+  /// (Pipeline::Filter), and the others 0.
+  std::vector<NodeVerdict> Filter(const core::Pod& pod, std::span<const std::string_view> candidates,
+                                  std::vector<int64_t>* scores = nullptr);
   /// The prioritize verb: scores for candidate node names, in input order.
   std::vector<int64_t> Score(const core::Pod& pod, std::span<const std::string_view> candidates);
   /// The bind verb for `pod` (as the model holds it) on `node`. `bind` is the binder, called

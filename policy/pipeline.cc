@@ -186,13 +186,47 @@ NodeVerdict Pipeline::FilterNode(const CycleContext& in, const core::NodeState& 
   return RunFilters(points_.filter, in, node);
 }
 
-std::vector<NodeVerdict> Pipeline::Filter(const CycleContext& ctx,
-                                          std::span<const std::string_view> candidates) const {
+namespace {
+
+// Rounded weighted mean of the modules that apply; stays in [0, kMaxScore] because each term
+// does.
+int64_t WeightedMean(const std::vector<Pipeline::WeightedScore>& scores,
+                     const std::vector<char>& applies, const CycleContext& ctx,
+                     const core::NodeState& node) {
+  int64_t sum = 0, weight = 0;
+  for (size_t i = 0; i < scores.size(); ++i) {
+    if (!applies[i]) continue;
+    sum += std::clamp<int64_t>(scores[i].policy->Score(ctx, node), 0, kMaxScore) * scores[i].weight;
+    weight += scores[i].weight;
+  }
+  // Weights are 1..100 (the registry checks) and scores 0..kMaxScore: sum is not negative.
+  return weight <= 0 ? 0 : core::SmallQuotient(sum + weight / 2, weight);
+}
+
+std::vector<char> Applying(const std::vector<Pipeline::WeightedScore>& scores,
+                           const CycleContext& ctx) {
+  std::vector<char> applies(scores.size());
+  for (size_t i = 0; i < scores.size(); ++i) applies[i] = scores[i].policy->Applies(ctx) ? 1 : 0;
+  return applies;
+}
+
+}  // namespace
+
+std::vector<NodeVerdict> Pipeline::Filter(const CycleContext& ctx, std::span<const std::string_view> candidates,
+                                          std::vector<int64_t>* scores) const {
   std::vector<NodeVerdict> out(candidates.size());
   CycleState state;
   CycleContext cycle = Own(ctx);
   if (cycle.cycle == nullptr) cycle.cycle = &state;
   NodeVerdict admitted = PreFilter(cycle);
+  // The scores' context is Score's: the filters' cycle state and settings are not the scores'.
+  CycleState score_state;
+  CycleContext scoring = Own(CycleContext{.state = ctx.state, .pod = ctx.pod, .now = ctx.now, .explain = false});
+  scoring.cycle = &score_state;
+  std::vector<char> applies;
+  const bool score = scores != nullptr && admitted.ok() && total_weight_ > 0;
+  if (scores != nullptr) scores->assign(candidates.size(), 0);
+  if (score) applies = Applying(points_.score, scoring);
   std::vector<const core::NodeState*> nodes(candidates.size());
   cycle.state.FindNodes(candidates, nodes.data());
   for (size_t i = 0; i < candidates.size() && i < kPrefetchAhead; ++i) PrefetchNode(nodes[i]);
@@ -205,6 +239,7 @@ std::vector<NodeVerdict> Pipeline::Filter(const CycleContext& ctx,
       out[i] = admitted;
     } else {
       out[i] = FilterNode(cycle, *node);
+      if (score && out[i].ok()) (*scores)[i] = WeightedMean(points_.score, applies, scoring, *node);
     }
   }
   if (admitted.ok()) passed_->Remember(cycle.state, cycle.pod.uid.view(), candidates, nodes, out);
@@ -232,31 +267,6 @@ std::vector<const core::PodState*> Pipeline::ReclaimCandidates(const CycleContex
   return out;
 }
 
-namespace {
-
-// Rounded weighted mean of the modules that apply; stays in [0, kMaxScore] because each term
-// does.
-int64_t WeightedMean(const std::vector<Pipeline::WeightedScore>& scores,
-                     const std::vector<char>& applies, const CycleContext& ctx,
-                     const core::NodeState& node) {
-  int64_t sum = 0, weight = 0;
-  for (size_t i = 0; i < scores.size(); ++i) {
-    if (!applies[i]) continue;
-    sum += std::clamp<int64_t>(scores[i].policy->Score(ctx, node), 0, kMaxScore) * scores[i].weight;
-    weight += scores[i].weight;
-  }
-  // Weights are 1..100 (the registry checks) and scores 0..kMaxScore: sum is not negative.
-  return weight <= 0 ? 0 : core::SmallQuotient(sum + weight / 2, weight);
-}
-
-std::vector<char> Applying(const std::vector<Pipeline::WeightedScore>& scores,
-                           const CycleContext& ctx) {
-  std::vector<char> applies(scores.size());
-  for (size_t i = 0; i < scores.size(); ++i) applies[i] = scores[i].policy->Applies(ctx) ? 1 : 0;
-  return applies;
-}
-
-}  // namespace
 
 int64_t Pipeline::ScoreNode(const CycleContext& in, const core::NodeState& node) const {
   if (total_weight_ <= 0) return 0;

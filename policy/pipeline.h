@@ -84,9 +84,11 @@ class Pipeline {
   NodeVerdict FilterNode(const CycleContext& ctx, const core::NodeState& node) const;
 
   /// PreFilter, then Filter for candidate node names, in input order. Unknown nodes get
-  /// kUnknownNode.
-  std::vector<NodeVerdict> Filter(const CycleContext& ctx,
-                                  std::span<const std::string_view> candidates) const;
+  /// kUnknownNode. With `scores`, each node that passes is also scored as Score would score it
+  /// (its own context and cycle state), in the same pass while its state is in cache; the
+  /// others get 0.
+  std::vector<NodeVerdict> Filter(const CycleContext& ctx, std::span<const std::string_view> candidates,
+                                  std::vector<int64_t>* scores = nullptr) const;
 
   /// Score: combined score of one node that passed the filters.
   int64_t ScoreNode(const CycleContext& ctx, const core::NodeState& node) const;

@@ -333,6 +333,53 @@ TEST_CASE_METHOD(PipelineTest, "Pipeline: a score after its filter scores the no
   CHECK(p.Score(ctx, passed) == std::vector<int64_t>{0, 7});
 }
 
+// filterAnswer "best" scores in the filter's pass: exactly what Score gives the nodes that pass.
+TEST_CASE_METHOD(PipelineTest, "Pipeline: a filter asked for scores gives the passing nodes Score's scores",
+                 "[pipeline]") {
+  auto calls = std::make_shared<std::atomic<int>>(0);
+  std::vector<std::shared_ptr<FilterPlugin>> filters;
+  filters.push_back(std::make_shared<FakeFilter>(
+      "f", std::map<std::string, NodeVerdict>{{"n2", Fail(Fit::kUnschedulable, Reason::kInsufficientResource, "full")}},
+      calls));
+  auto make_scores = [] {
+    std::vector<Pipeline::WeightedScore> scores;
+    scores.push_back({std::make_shared<FakeScore>(
+                          "a", std::map<std::string, int64_t>{{"n1", 10}, {"n2", 9}, {"n3", 15}}),
+                      1});
+    scores.push_back({std::make_shared<FakeScore>(
+                          "b", std::map<std::string, int64_t>{{"n1", 2}, {"n2", 9}, {"n3", 6}}),
+                      3});
+    return scores;
+  };
+  Pipeline p({.filter = filters, .score = make_scores()});
+  auto view = model_.Read();
+  const CycleContext ctx{.state = *view, .pod = pod_, .now = clock_.Now()};
+  const std::vector<std::string_view> candidates = {"n3", "ghost", "n1", "n2"};
+  std::vector<int64_t> scores = {42};
+  const std::vector<NodeVerdict> verdicts = p.Filter(ctx, candidates, &scores);
+  const std::vector<NodeVerdict> plain = p.Filter(ctx, candidates);
+  REQUIRE(plain.size() == verdicts.size());
+  for (size_t i = 0; i < plain.size(); ++i) {
+    CHECK(verdicts[i].fit == plain[i].fit);
+    CHECK(verdicts[i].message == plain[i].message);
+  }
+  // n3: (10 + 6*3) / 4 = 7; n1: (10 + 2*3) / 4 = 4; the unknown node and n2 (rejected): 0.
+  CHECK(scores == std::vector<int64_t>{7, 0, 4, 0});
+  CHECK(p.Score(ctx, std::vector<std::string_view>{"n3", "n1"}) == std::vector<int64_t>{7, 4});
+
+  // Refused before any node (admission): no node passes, none is scored.
+  Pipeline refused({.prefilter = {std::make_shared<FakeAdmission>(
+                        "q", Fail(Fit::kUnresolvable, Reason::kQueueWaiting, "waits its turn"))},
+                    .filter = filters,
+                    .score = make_scores()});
+  CHECK_FALSE(refused.Filter(ctx, candidates, &scores)[0].ok());
+  CHECK(scores == std::vector<int64_t>{0, 0, 0, 0});
+  // No score module: every node 0, as Score.
+  Pipeline unscored({.filter = filters});
+  unscored.Filter(ctx, candidates, &scores);
+  CHECK(scores == std::vector<int64_t>{0, 0, 0, 0});
+}
+
 TEST_CASE_METHOD(PipelineTest, "Pipeline: rounding of the weighted mean", "[pipeline]") {
   std::vector<Pipeline::WeightedScore> scores;
   scores.push_back({std::make_shared<FakeScore>(
