@@ -120,6 +120,13 @@ NodeVerdict Fail(Fit fit, Reason reason, std::string message) {
   return NodeVerdict{.fit = fit, .reason = reason, .message = std::move(message), .detail = "d"};
 }
 
+// One filter that finds n2 full and lets every other node through.
+std::vector<std::shared_ptr<FilterPlugin>> N2Full() {
+  return {std::make_shared<FakeFilter>(
+      "f", std::map<std::string, NodeVerdict>{{"n2", Fail(Fit::kUnschedulable, Reason::kInsufficientResource, "full")}},
+      std::make_shared<std::atomic<int>>(0))};
+}
+
 // ---- fixture ------------------------------------------------------------------------------------
 
 class PipelineTest {
@@ -291,16 +298,11 @@ TEST_CASE_METHOD(PipelineTest, "Pipeline: the score is the rounded weighted mean
 // lookups: only for the very same names, pod and model state, never after the node set changed.
 TEST_CASE_METHOD(PipelineTest, "Pipeline: a score after its filter scores the nodes the names name now",
                  "[pipeline]") {
-  auto calls = std::make_shared<std::atomic<int>>(0);
-  std::vector<std::shared_ptr<FilterPlugin>> filters;
-  filters.push_back(std::make_shared<FakeFilter>(
-      "f", std::map<std::string, NodeVerdict>{{"n2", Fail(Fit::kUnschedulable, Reason::kInsufficientResource, "full")}},
-      calls));
   std::vector<Pipeline::WeightedScore> scores;
   scores.push_back({std::make_shared<FakeScore>(
                         "s", std::map<std::string, int64_t>{{"n1", 3}, {"n3", 7}, {"n4", 9}}),
                     1});
-  Pipeline p({.filter = std::move(filters), .score = std::move(scores)});
+  Pipeline p({.filter = N2Full(), .score = std::move(scores)});
   const std::vector<std::string_view> candidates = {"n1", "n2", "n3"};
   const std::vector<std::string_view> passed = {"n1", "n3"};
   core::NodeSlot n1_slot = core::kNoNode;
@@ -336,11 +338,7 @@ TEST_CASE_METHOD(PipelineTest, "Pipeline: a score after its filter scores the no
 // filterAnswer "best" scores in the filter's pass: exactly what Score gives the nodes that pass.
 TEST_CASE_METHOD(PipelineTest, "Pipeline: a filter asked for scores gives the passing nodes Score's scores",
                  "[pipeline]") {
-  auto calls = std::make_shared<std::atomic<int>>(0);
-  std::vector<std::shared_ptr<FilterPlugin>> filters;
-  filters.push_back(std::make_shared<FakeFilter>(
-      "f", std::map<std::string, NodeVerdict>{{"n2", Fail(Fit::kUnschedulable, Reason::kInsufficientResource, "full")}},
-      calls));
+  const std::vector<std::shared_ptr<FilterPlugin>> filters = N2Full();
   auto make_scores = [] {
     std::vector<Pipeline::WeightedScore> scores;
     scores.push_back({std::make_shared<FakeScore>(
