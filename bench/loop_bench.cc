@@ -50,6 +50,10 @@ struct LoopOptions {
   std::string berth;
   std::string before;
   std::string perf_out;
+  /// --perf-freq=N: samples a second for --perf-out (default 499, with DWARF call graphs);
+  /// --perf-flat: no call graphs, so that a high rate costs berth little.
+  int perf_freq = 499;
+  bool perf_flat = false;
   /// --syscalls: count berth's system calls in the window, by thread (`perf stat` of the
   /// raw_syscalls:sys_enter tracepoint; needs perf and access to tracepoints).
   bool syscalls = false;
@@ -161,13 +165,20 @@ std::optional<LoopOptions> ParseLoopArgs(int argc, char** argv) {
       o.before = v;
     } else if (value("--perf-out", &v)) {
       o.perf_out = v;
+    } else if (value("--perf-freq", &v)) {
+      if (!absl::SimpleAtoi(v, &o.perf_freq) || o.perf_freq < 1 || o.perf_freq > 20000) {
+        std::fprintf(stderr, "--perf-freq: expected samples a second (1..20000), got \"%s\"\n", v.c_str());
+        return std::nullopt;
+      }
+    } else if (arg == "--perf-flat") {
+      o.perf_flat = true;
     } else {
       std::fprintf(stderr,
                    "berth_bench --loop: unknown argument \"%s\"\n"
                    "usage: berth_bench --loop [--sizes=500,2000,5000] [--pods=2000] "
                    "[--percentages=100,0] [--rounds=1] [--berth=BINARY] [--before=BINARY] "
                    "[--config=FILE] [--before-config=FILE] [--pace=N] "
-                   "[--perf-out=PREFIX] [--syscalls] [--pin] [--quick]\n",
+                   "[--perf-out=PREFIX] [--perf-freq=N] [--perf-flat] [--syscalls] [--pin] [--quick]\n",
                    std::string(arg).c_str());
       return std::nullopt;
     }
@@ -315,8 +326,10 @@ class BerthProcess {
 // `perf record -g` of one process, while it lives.
 class PerfRecord {
  public:
-  void Start(pid_t pid, const std::string& out) {
-    std::vector<std::string> all = {"perf", "record", "-q", "-F", "499", "--call-graph", "dwarf,16384", "-p", std::to_string(pid), "-o", out};
+  void Start(pid_t pid, const std::string& out, int freq, bool flat) {
+    std::vector<std::string> all = {"perf", "record", "-q", "-F", std::to_string(freq)};
+    if (!flat) all.insert(all.end(), {"--call-graph", "dwarf,16384"});
+    all.insert(all.end(), {"-p", std::to_string(pid), "-o", out});
     std::vector<char*> argv;
     for (std::string& a : all) argv.push_back(a.data());
     argv.push_back(nullptr);
@@ -577,7 +590,7 @@ RunFigures RunOnce(const LoopOptions& o, const std::string& binary, const std::s
   const auto watch_before = api.watch_bytes();
   const CpuSnapshot cpu_before = ReadCpu(berth.pid());
   PerfRecord perf;
-  if (!perf_out.empty()) perf.Start(berth.pid(), perf_out);
+  if (!perf_out.empty()) perf.Start(berth.pid(), perf_out, o.perf_freq, o.perf_flat);
   SyscallCount syscalls;
   if (o.syscalls) syscalls.Start(berth.pid(), StrCat(dir, "/syscalls.csv"));
   const auto t0 = SteadyClock::now();

@@ -20,7 +20,8 @@ namespace berth::bench {
 ///
 /// Flags (after --loop): --sizes=500,2000,5000 --pods=2000 --percentages=100,0 --rounds=1
 /// --berth=BINARY (default: `berth` beside berth_bench) --before=BINARY --perf-out=PREFIX (records
-/// `perf record --call-graph dwarf` of the current binary's window per row into PREFIX-NODES-PCT.data)
+/// `perf record --call-graph dwarf` of the current binary's window per row into PREFIX-NODES-PCT.data;
+/// --perf-freq=N samples a second, 499 by default; --perf-flat without call graphs)
 /// --syscalls (berth's system calls per pod, by thread, for both binaries: `perf stat` of the
 /// raw_syscalls:sys_enter tracepoint) --pin --quick --pace=N (at most N scheduling attempts a second) --config=FILE (berth's configuration).
 /// \return 0, or 1 when a pod was not bound or a call failed (never for a figure).
