@@ -278,6 +278,9 @@ class HttpServer::Impl {
     bool head_only = false;   ///< HEAD: the head is written, the body is not
     bool write_failed = false;
     bool loop_verb = false;  ///< in a worker: a filter or prioritize (verbs_in_workers_)
+    /// An epoll event came for the connection while a worker had it (guarded by mu_): the
+    /// loop must take it back at once, since that event will not come again.
+    bool event_in_worker = false;
     Closed close_reason = Closed::kDone;
     size_t out_size() const { return out_head.size() + (head_only ? 0 : out_body.size()); }
   };
@@ -380,6 +383,12 @@ class HttpServer::Impl {
   bool workers_stop_ = false;    // guarded by mu_
   std::vector<Conn*> done_;      // guarded by mu_
   std::atomic<bool> io_sleeping_{false};
+  /// Whether the sleeping loop has work that waits on any completion (guarded by mu_, set as
+  /// it goes to sleep): requests waiting for a worker or for memory, or a stop.
+  bool wake_on_completion_ = true;
+  /// A worker's finished request that needs nothing more of the loop until its client's next
+  /// event: the reply is written whole and the connection stays open with nothing buffered.
+  static bool QuietCompletion(const Conn* c);
 };
 
 // ---- setup --------------------------------------------------------------------------------------
@@ -505,6 +514,7 @@ void HttpServer::Impl::Loop() {
       // Completions that arrived before io_sleeping_ was set did not wake the eventfd.
       std::lock_guard<std::mutex> lock(mu_);
       if (!done_.empty()) timeout = 0;
+      wake_on_completion_ = stopping_ || !dispatch_waiters_.empty() || !memory_waiters_.empty();
     }
     const int n = ::epoll_wait(epoll_fd_, events.data(), static_cast<int>(events.size()), timeout);
     io_sleeping_.store(false);
@@ -533,7 +543,7 @@ void HttpServer::Impl::Loop() {
 }
 
 int HttpServer::Impl::NextTimeoutMs(Clock::time_point now) const {
-  Clock::time_point next = now + std::chrono::seconds(1);
+  Clock::time_point next = now + std::chrono::milliseconds(std::max(1, options_.loop_max_sleep_ms));
   for (const TimerList* l : {&head_list_, &body_list_, &write_list_, &idle_list_, &linger_list_}) {
     if (l->head != nullptr) next = std::min(next, l->head->deadline);
   }
@@ -696,7 +706,13 @@ void HttpServer::Impl::OnEvent(Conn* c, uint32_t events) {
     case State::kLinger:
       if (c->readable) ReadAndProcess(c);
       break;
-    default:  // kMemoryWait, kDispatchWait, kInWorker: `readable` is remembered
+    case State::kInWorker: {
+      // Remembered; and the worker, if it has not finished yet, must wake the loop when it does.
+      std::lock_guard<std::mutex> lock(mu_);
+      c->event_in_worker = true;
+      break;
+    }
+    default:  // kMemoryWait, kDispatchWait: `readable` is remembered
       break;
   }
 }
@@ -1183,6 +1199,7 @@ void HttpServer::Impl::TryDispatch() {
     c->state = State::kInWorker;
     {
       std::lock_guard<std::mutex> lock(mu_);
+      c->event_in_worker = false;
       jobs_.push_back(c);
     }
     cv_.notify_one();
@@ -1200,17 +1217,27 @@ void HttpServer::Impl::WorkerMain() {
       jobs_.pop_front();
     }
     Answer(c);
+    // A quiet completion does not wake a sleeping loop: the client's next request (or its
+    // close) wakes it, and the loop takes every completion back before it reads anything new.
+    // That saves the loop a wake-up and an eventfd read, and this thread the write, for every
+    // bind (docs/decisions.md, "HTTP"). The loop still sleeps at most a second (its timers).
+    const bool quiet = QuietCompletion(c);
     bool wake = false;
     {
       std::lock_guard<std::mutex> lock(mu_);
       done_.push_back(c);
-      wake = io_sleeping_.load();
+      wake = io_sleeping_.load() && (!quiet || wake_on_completion_ || c->event_in_worker);
     }
     if (wake) {
       const uint64_t one = 1;
       [[maybe_unused]] ssize_t n = ::write(wake_fd_, &one, sizeof(one));
     }
   }
+}
+
+bool HttpServer::Impl::QuietCompletion(const Conn* c) {
+  return !c->write_failed && c->keep_alive && !c->eof && c->in.empty() &&
+         c->out_off >= c->out_size() && !c->io->HasPendingOutput();
 }
 
 // On a worker: the handler, then as much of the reply as the socket takes.

@@ -78,6 +78,10 @@ struct HttpServerOptions {
   /// TCP_NODELAY on accepted sockets (replies are one write each, but a client's delayed ACK
   /// must never hold one back).
   bool tcp_nodelay = true;
+  /// The longest the event loop sleeps when no timer is due sooner. Nothing depends on it: a
+  /// worker's finished request wakes the loop whenever anything waits on it, and otherwise the
+  /// client's next event does (HttpServer::Impl::QuietCompletion). Tests raise it to prove that.
+  int loop_max_sleep_ms = 1000;
 };
 
 /// The options of the read-only operations port (`berth serve --ops-listen`): the kubelet's

@@ -1341,6 +1341,86 @@ TEST_CASE("http: a lone filter or prioritize is answered by the event loop, the 
   CHECK(Metric(s.port(), on_loop) == 3);
 }
 
+TEST_CASE("http: a worker's finished request is taken back whenever anything waits on it",
+          "[concurrency]") {
+  // A worker that finished a request wakes the loop only when something waits on it; otherwise
+  // the client's next event does. With nothing due the loop here would sleep a minute, and
+  // every client gives up after 3 s: each answer below comes from a wake-up, none from a timer.
+  auto gate = std::make_shared<Gate>();
+  ServedHarness s(WithGate(
+      HttpServerOptions{.threads = 1, .max_workers_per_peer = 1, .loop_max_sleep_ms = 60000}, gate));
+  OpenAtExit open_at_exit{gate};
+  const std::string hold = RawClient::Format("POST", "/hold", "{}");
+  SECTION("the client's next request, after a reply the worker wrote whole") {
+    gate->Open();
+    RawClient c(s.port(), 3000);
+    for (int i = 0; i < 20; ++i) {
+      INFO("round " << i);
+      CHECK(MustRequest(c, "POST", "/hold", "{}").status == 200);  // in the worker
+      CHECK(Expect(MustRequest(c, "GET", "/healthz"), 200)["status"] == "ok");  // on the loop
+      CHECK(MustRequest(c, "POST", "/hold", "{}").status == 200);
+      CHECK(MustRequest(c, "POST", "/hold", "{}").status == 200);  // in the worker, back to back
+    }
+  }
+  SECTION("a request that arrived while the worker had the connection") {
+    RawClient c(s.port(), 3000);
+    REQUIRE(c.Send(hold));
+    REQUIRE(gate->AwaitEntered(1) == 1);
+    REQUIRE(c.Send(RawClient::Format("GET", "/healthz", "")));
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));  // the loop has had its event
+    gate->Open();
+    std::optional<RawResponse> held = c.Read();
+    REQUIRE(held.has_value());
+    CHECK(held->status == 200);
+    std::optional<RawResponse> health = c.Read();
+    INFO(c.error());
+    REQUIRE(health.has_value());
+    CHECK(MustJson(*health)["status"] == "ok");
+  }
+  SECTION("a request waiting for the only worker") {
+    RawClient first(s.port(), 3000);
+    RawClient second(s.port(), 3000, "127.0.0.2");
+    REQUIRE(first.Send(hold));
+    REQUIRE(gate->AwaitEntered(1) == 1);
+    REQUIRE(second.Send(hold));
+    CHECK_FALSE(second.Readable(200));
+    gate->Open();
+    std::optional<RawResponse> a = first.Read();
+    REQUIRE(a.has_value());
+    CHECK(a->status == 200);
+    std::optional<RawResponse> b = second.Read();
+    INFO(second.error());
+    REQUIRE(b.has_value());
+    CHECK(b->status == 200);
+  }
+  SECTION("a client that shut down its side while the worker had the connection") {
+    RawClient c(s.port(), 3000);
+    REQUIRE(c.Send(hold));
+    REQUIRE(gate->AwaitEntered(1) == 1);
+    c.ShutdownWrite();
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    gate->Open();
+    std::optional<RawResponse> r = c.Read();
+    REQUIRE(r.has_value());
+    CHECK(r->status == 200);
+    CHECK(c.ClosedByPeer(3000));  // closed after the reply, not a minute later
+  }
+  SECTION("a stop while the worker has a request") {
+    RawClient c(s.port(), 3000);
+    REQUIRE(c.Send(hold));
+    REQUIRE(gate->AwaitEntered(1) == 1);
+    std::thread stopper([&] { s.server().Stop(); });
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    gate->Open();
+    std::optional<RawResponse> r = c.Read();
+    REQUIRE(r.has_value());
+    CHECK(r->status == 200);
+    const auto t0 = std::chrono::steady_clock::now();
+    stopper.join();
+    CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(3));
+  }
+}
+
 TEST_CASE("http: malformed request lines and header fields get 400 naming what was wrong") {
   ServedHarness s;
   struct Case {
