@@ -188,26 +188,44 @@ NodeVerdict Pipeline::FilterNode(const CycleContext& in, const core::NodeState& 
 
 namespace {
 
+// The score modules that apply to one pod: `applies[i]` for module i, and `only` the index of
+// the one module that applies when exactly one does (-1 otherwise).
+struct Applying {
+  std::vector<char> applies;
+  int only = -1;
+  Applying() = default;
+  Applying(const std::vector<Pipeline::WeightedScore>& scores, const CycleContext& ctx)
+      : applies(scores.size()) {
+    int count = 0;
+    for (size_t i = 0; i < scores.size(); ++i) {
+      applies[i] = scores[i].policy->Applies(ctx) ? 1 : 0;
+      if (applies[i]) {
+        ++count;
+        only = static_cast<int>(i);
+      }
+    }
+    if (count != 1) only = -1;
+  }
+};
+
 // Rounded weighted mean of the modules that apply; stays in [0, kMaxScore] because each term
-// does.
-int64_t WeightedMean(const std::vector<Pipeline::WeightedScore>& scores,
-                     const std::vector<char>& applies, const CycleContext& ctx,
-                     const core::NodeState& node) {
+// does. The mean of one module is its own score: (s * w + w / 2) / w is s for any weight, so
+// a pod that one module scores (most pods: binpack alone) skips the weighing and its division,
+// which is a third of the score's cost per candidate.
+int64_t WeightedMean(const std::vector<Pipeline::WeightedScore>& scores, const Applying& applying,
+                     const CycleContext& ctx, const core::NodeState& node) {
+  if (applying.only >= 0) {
+    return std::clamp<int64_t>(scores[static_cast<size_t>(applying.only)].policy->Score(ctx, node), 0,
+                               kMaxScore);
+  }
   int64_t sum = 0, weight = 0;
   for (size_t i = 0; i < scores.size(); ++i) {
-    if (!applies[i]) continue;
+    if (!applying.applies[i]) continue;
     sum += std::clamp<int64_t>(scores[i].policy->Score(ctx, node), 0, kMaxScore) * scores[i].weight;
     weight += scores[i].weight;
   }
   // Weights are 1..100 (the registry checks) and scores 0..kMaxScore: sum is not negative.
   return weight <= 0 ? 0 : core::SmallQuotient(sum + weight / 2, weight);
-}
-
-std::vector<char> Applying(const std::vector<Pipeline::WeightedScore>& scores,
-                           const CycleContext& ctx) {
-  std::vector<char> applies(scores.size());
-  for (size_t i = 0; i < scores.size(); ++i) applies[i] = scores[i].policy->Applies(ctx) ? 1 : 0;
-  return applies;
 }
 
 }  // namespace
@@ -223,7 +241,7 @@ std::vector<NodeVerdict> Pipeline::Filter(const CycleContext& ctx, std::span<con
   CycleState score_state;
   CycleContext scoring = Own(CycleContext{.state = ctx.state, .pod = ctx.pod, .now = ctx.now, .explain = false});
   scoring.cycle = &score_state;
-  std::vector<char> applies;
+  Applying applies;
   const bool score = scores != nullptr && admitted.ok() && total_weight_ > 0;
   if (scores != nullptr) scores->assign(candidates.size(), 0);
   if (score) applies = Applying(points_.score, scoring);
@@ -281,7 +299,7 @@ std::vector<int64_t> Pipeline::Score(const CycleContext& ctx,
   CycleState state;
   CycleContext cycle = Own(ctx);
   if (cycle.cycle == nullptr) cycle.cycle = &state;
-  const std::vector<char> applies = Applying(points_.score, cycle);
+  const Applying applies(points_.score, cycle);
   std::vector<const core::NodeState*> nodes(candidates.size());
   if (!passed_->Recall(cycle.state, cycle.pod.uid.view(), candidates, nodes.data())) {
     cycle.state.FindNodes(candidates, nodes.data());

@@ -44,9 +44,10 @@ class FakeFilter final : public FilterPlugin {
 // Scores each node as listed (0 for others), even outside [0, kMaxScore].
 class FakeScore final : public ScorePlugin {
  public:
-  FakeScore(std::string name, std::map<std::string, int64_t> scores)
-      : name_(std::move(name)), scores_(std::move(scores)) {}
+  FakeScore(std::string name, std::map<std::string, int64_t> scores, bool applies = true)
+      : name_(std::move(name)), scores_(std::move(scores)), applies_(applies) {}
   std::string_view Name() const override { return name_; }
+  bool Applies(const CycleContext&) const override { return applies_; }
   int64_t Score(const CycleContext&, const core::NodeState& node) const override {
     auto it = scores_.find(node.node.name);
     return it == scores_.end() ? 0 : it->second;
@@ -55,6 +56,7 @@ class FakeScore final : public ScorePlugin {
  private:
   std::string name_;
   std::map<std::string, int64_t> scores_;
+  bool applies_;
 };
 
 class FakeAdmission final : public PreFilterPlugin {
@@ -404,6 +406,32 @@ TEST_CASE_METHOD(PipelineTest, "Pipeline: one score module passes its score thro
   const CycleContext ctx{.state = *view, .pod = pod_, .now = clock_.Now()};
   CHECK(p.ScoreNode(ctx, *view->FindNode("n1")) == 7);
   CHECK(p.ScoreNode(ctx, *view->FindNode("n2")) == 0);
+}
+
+// The one module that applies to a pod gives its score, clamped, whatever its weight and
+// whatever the modules that stand aside would have said: by ScoreNode, Score and Filter alike.
+TEST_CASE_METHOD(PipelineTest, "Pipeline: the one module that applies gives the score, clamped",
+                 "[pipeline]") {
+  std::vector<Pipeline::WeightedScore> scores;
+  scores.push_back({std::make_shared<FakeScore>(
+                        "aside", std::map<std::string, int64_t>{{"n1", 100}, {"n2", 100}, {"n3", 100}},
+                        /*applies=*/false),
+                    7});
+  scores.push_back({std::make_shared<FakeScore>(
+                        "a", std::map<std::string, int64_t>{{"n1", 7}, {"n2", -4}, {"n3", 250}}),
+                    3});
+  Pipeline p({.score = std::move(scores)});
+  auto view = model_.Read();
+  const CycleContext ctx{.state = *view, .pod = pod_, .now = clock_.Now()};
+  CHECK(p.ScoreNode(ctx, *view->FindNode("n1")) == 7);
+  CHECK(p.ScoreNode(ctx, *view->FindNode("n2")) == 0);
+  CHECK(p.ScoreNode(ctx, *view->FindNode("n3")) == kMaxScore);
+  const std::vector<std::string_view> candidates = {"n3", "ghost", "n1", "n2"};
+  const std::vector<int64_t> want = {kMaxScore, 0, 7, 0};
+  CHECK(p.Score(ctx, candidates) == want);
+  std::vector<int64_t> filtered;
+  p.Filter(ctx, candidates, &filtered);
+  CHECK(filtered == want);
 }
 
 TEST_CASE_METHOD(PipelineTest, "Pipeline: no score modules scores every node 0", "[pipeline]") {
