@@ -375,7 +375,9 @@ class Service {
   std::shared_ptr<const Forecast> forecast_ ABSL_GUARDED_BY(forecast_mu_);
   /// Set while a what-if runs (they copy the whole model: one at a time).
   mutable std::atomic<bool> whatif_running_{false};
-  std::set<std::string> admitted_at_last_tick_ ABSL_GUARDED_BY(nudge_mu_);
+  /// The uids the last tick's plan admitted: views into that plan, kept alive beside them.
+  absl::flat_hash_set<std::string_view> admitted_at_last_tick_ ABSL_GUARDED_BY(nudge_mu_);
+  std::shared_ptr<const policy::AdmissionPlan> admitted_plan_ ABSL_GUARDED_BY(nudge_mu_);
   std::vector<std::pair<std::string, std::string>> pending_nudges_ ABSL_GUARDED_BY(nudge_mu_);
   /// berth's pods whose latest filter answer fit no node, or whose preemption berth refused on
   /// every candidate: kube-scheduler parked them (or backs them off) for berth's answer, so only

@@ -23,7 +23,9 @@ std::string Percent(double part, double whole) {
 AdmissionTickStats Service::RunAdmissionTick() {
   AdmissionTickStats stats;
   policy::FairShare* book = pipeline_->fair_share();
-  std::vector<std::pair<core::Pod, std::string>> nudges;
+  // (uid, why): the pod itself is copied only if it is nudged, which few newly admitted pods
+  // are (only those berth answered as waiting).
+  std::vector<std::pair<std::string, std::string>> nudges;
   std::vector<policy::FairShareVictim> victims;
   core::Pod head;
   {
@@ -31,7 +33,8 @@ AdmissionTickStats Service::RunAdmissionTick() {
     // The plan first: filters that ask for nudges (gang reservations) do not wait for it.
     std::shared_ptr<const policy::AdmissionPlan> plan =
         book != nullptr ? book->Replan(*view, clock_->Now()) : nullptr;
-    std::set<std::string> admitted;
+    // Views of the uids in `plan`, which is kept with them until the next tick.
+    absl::flat_hash_set<std::string_view> admitted;
     absl::MutexLock lock(&nudge_mu_);
     if (plan != nullptr) {
       for (const policy::PlannedJob& job : plan->jobs) {
@@ -39,9 +42,7 @@ AdmissionTickStats Service::RunAdmissionTick() {
         for (const std::string& uid : job.pods) {
           admitted.insert(uid);
           if (admitted_at_last_tick_.contains(uid)) continue;
-          if (const core::PodState* p = view->FindPod(uid)) {
-            nudges.emplace_back(p->pod, StrCat("admitted by queue ", job.queue));
-          }
+          if (view->FindPod(uid) != nullptr) nudges.emplace_back(uid, StrCat("admitted by queue ", job.queue));
         }
       }
       victims = plan->victims;
@@ -52,9 +53,10 @@ AdmissionTickStats Service::RunAdmissionTick() {
       }
     }
     admitted_at_last_tick_ = std::move(admitted);
+    admitted_plan_ = plan;
     for (auto& [uid, why] : pending_nudges_) {
       const core::PodState* p = view->FindPod(uid);
-      if (p != nullptr && p->pod.node_name.empty()) nudges.emplace_back(p->pod, std::move(why));
+      if (p != nullptr && p->pod.node_name.empty()) nudges.emplace_back(std::move(uid), std::move(why));
     }
     pending_nudges_.clear();
   }
@@ -65,21 +67,24 @@ AdmissionTickStats Service::RunAdmissionTick() {
     {
       auto view = model_->Read();
       absl::MutexLock lock(&answered_waiting_mu_);
-      for (auto& [pod, why] : nudges) {
+      for (auto& [uid, why] : nudges) {
         // Only a pod kube-scheduler holds back for berth's answer needs telling. Its nudge is
         // spent here: the retry's filter notes its answer again.
-        auto it = answered_waiting_.find(ToAbsl(pod.uid.view()));
+        auto it = answered_waiting_.find(uid);
         if (it == answered_waiting_.end()) {
           metrics_.nudges_not_needed.fetch_add(1, std::memory_order_relaxed);
           continue;
         }
         if (stats.nudged >= options_.nudges.max_per_tick) {
-          deferred.emplace_back(std::string(pod.uid.view()), std::move(why));
+          deferred.emplace_back(std::move(uid), std::move(why));
           continue;
         }
+        // Bound or gone since the plan: nothing to tell (and forgotten just below).
+        const core::PodState* p = view->FindPod(uid);
+        if (p == nullptr || !p->pod.node_name.empty()) continue;
         answered_waiting_.erase(it);
-        spdlog::debug("nudging pod {}: {}", pod.Key(), why);
-        intents_.Record(Intent{.kind = IntentKind::kNudge, .pod = std::move(pod), .why = std::move(why)});
+        spdlog::debug("nudging pod {}: {}", p->pod.Key(), why);
+        intents_.Record(Intent{.kind = IntentKind::kNudge, .pod = p->pod, .why = std::move(why)});
         ++stats.nudged;
       }
       // Forget pods that are bound or gone.
