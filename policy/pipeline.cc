@@ -70,7 +70,14 @@ Pipeline::Pipeline(Points points, std::shared_ptr<const GangPlanner> gangs,
 void PassedCandidates::Remember(const core::ClusterState& state, std::string_view uid,
                                 std::span<const std::string_view> names,
                                 std::span<const core::NodeState* const> nodes,
-                                std::span<const NodeVerdict> verdicts) {
+                                std::span<const NodeVerdict> verdicts,
+                                const std::vector<int64_t>* scores) {
+  int64_t best = -1;
+  if (scores != nullptr) {
+    for (size_t i = 0; i < verdicts.size(); ++i) {
+      if (verdicts[i].ok()) best = std::max(best, (*scores)[i]);
+    }
+  }
   absl::MutexLock lock(&mu_);
   state_ = &state;
   node_labels_generation_ = state.node_labels_generation();
@@ -82,6 +89,7 @@ void PassedCandidates::Remember(const core::ClusterState& state, std::string_vie
   slots_.reserve(names.size());
   for (size_t i = 0; i < names.size(); ++i) {
     if (nodes[i] == nullptr || !verdicts[i].ok()) continue;
+    if (scores != nullptr && (*scores)[i] != best) continue;
     names_.append(names[i]);
     ends_.push_back(static_cast<uint32_t>(names_.size()));
     slots_.push_back(nodes[i]->slot);
@@ -260,7 +268,9 @@ std::vector<NodeVerdict> Pipeline::Filter(const CycleContext& ctx, std::span<con
       if (score && out[i].ok()) (*scores)[i] = WeightedMean(points_.score, applies, scoring, *node);
     }
   }
-  if (admitted.ok()) passed_->Remember(cycle.state, cycle.pod.uid.view(), candidates, nodes, out);
+  // With scores the caller answers only the best-scoring nodes that pass (filterAnswer
+  // "best"): those are what the prioritize that follows names, so only they are remembered.
+  if (admitted.ok()) passed_->Remember(cycle.state, cycle.pod.uid.view(), candidates, nodes, out, scores);
   return out;
 }
 

@@ -24,12 +24,13 @@ namespace berth::policy {
 /// node_labels_generation (no node added, removed or relabelled since). Thread-safe.
 class PassedCandidates {
  public:
-  /// Remembers the candidates whose verdict is ok, with their nodes (`nodes[i]` for
+  /// Remembers the candidates whose verdict is ok and, with `scores`, whose score is the best
+  /// of those (what a "best" filter answer names), with their nodes (`nodes[i]` for
   /// `names[i]`).
   void Remember(const core::ClusterState& state, std::string_view uid,
                 std::span<const std::string_view> names,
                 std::span<const core::NodeState* const> nodes,
-                std::span<const NodeVerdict> verdicts);
+                std::span<const NodeVerdict> verdicts, const std::vector<int64_t>* scores = nullptr);
   /// out[i]: the node of `names[i]`, when `names` are exactly the candidates remembered for pod
   /// `uid` in `state`. \return false (out untouched) otherwise.
   bool Recall(const core::ClusterState& state, std::string_view uid,
@@ -86,7 +87,8 @@ class Pipeline {
   /// PreFilter, then Filter for candidate node names, in input order. Unknown nodes get
   /// kUnknownNode. With `scores`, each node that passes is also scored as Score would score it
   /// (its own context and cycle state), in the same pass while its state is in cache; the
-  /// others get 0.
+  /// others get 0. The caller then answers only the best-scoring nodes that pass (filterAnswer
+  /// "best"), so only those are remembered for the Score that follows.
   std::vector<NodeVerdict> Filter(const CycleContext& ctx, std::span<const std::string_view> candidates,
                                   std::vector<int64_t>* scores = nullptr) const;
 

@@ -380,6 +380,37 @@ TEST_CASE_METHOD(PipelineTest, "Pipeline: a filter asked for scores gives the pa
   CHECK(scores == std::vector<int64_t>{0, 0, 0, 0});
 }
 
+// A "best" filter answer names only the best-scoring nodes that pass, so the prioritize after
+// it names those: with scores, only they are remembered, in candidate order.
+TEST_CASE_METHOD(PipelineTest, "PassedCandidates: with scores, the best-scoring passing nodes are remembered",
+                 "[pipeline]") {
+  auto view = model_.Read();
+  const std::vector<std::string_view> names = {"n1", "n2", "n3"};
+  const std::vector<const core::NodeState*> nodes = {view->FindNode("n1"), view->FindNode("n2"),
+                                                     view->FindNode("n3")};
+  REQUIRE(std::find(nodes.begin(), nodes.end(), nullptr) == nodes.end());
+  const std::vector<NodeVerdict> all_pass = {NodeVerdict::Ok(), NodeVerdict::Ok(), NodeVerdict::Ok()};
+  const std::vector<int64_t> scores = {7, 4, 7};
+  PassedCandidates passed;
+  const core::NodeState* out[3] = {};
+  passed.Remember(*view, "uid-1", names, nodes, all_pass, &scores);
+  CHECK(passed.Recall(*view, "uid-1", std::vector<std::string_view>{"n1", "n3"}, out));
+  CHECK(out[0] == nodes[0]);
+  CHECK(out[1] == nodes[2]);
+  CHECK_FALSE(passed.Recall(*view, "uid-1", names, out));
+  // A node that does not pass counts for nothing, whatever its score.
+  const std::vector<NodeVerdict> n1_fails = {Fail(Fit::kUnschedulable, Reason::kInsufficientResource, "full"),
+                                             NodeVerdict::Ok(), NodeVerdict::Ok()};
+  const std::vector<int64_t> n1_best = {9, 4, 7};
+  passed.Remember(*view, "uid-1", names, nodes, n1_fails, &n1_best);
+  CHECK(passed.Recall(*view, "uid-1", std::vector<std::string_view>{"n3"}, out));
+  CHECK(out[0] == nodes[2]);
+  // Without scores: every node that passes.
+  passed.Remember(*view, "uid-1", names, nodes, all_pass);
+  CHECK(passed.Recall(*view, "uid-1", names, out));
+  CHECK_FALSE(passed.Recall(*view, "uid-1", std::vector<std::string_view>{"n1", "n3"}, out));
+}
+
 TEST_CASE_METHOD(PipelineTest, "Pipeline: rounding of the weighted mean", "[pipeline]") {
   std::vector<Pipeline::WeightedScore> scores;
   scores.push_back({std::make_shared<FakeScore>(
