@@ -13,6 +13,7 @@
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/flags/reflection.h"
 #include "absl/flags/usage.h"
 #include "absl/flags/usage_config.h"
@@ -572,6 +573,12 @@ int Simulate() {
 }  // namespace berth::extender
 
 int main(int argc, char** argv) {
+  // Debian builds abseil without NDEBUG, which leaves absl::Mutex's debug-mode deadlock
+  // detection on: every lock and unlock records the lock order in a process-wide graph under a
+  // global lock, and a lock-order cycle aborts the process. berth runs as abseil's release
+  // builds do, without it (docs/decisions.md, "Mutexes"); the unit tests, which never enter
+  // main, keep it.
+  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   absl::SetProgramUsageMessage(berth::extender::kUsage);
   // --help lists the flags of this file (absl's default looks for berth.cc or berth_main.cc).
   absl::FlagsUsageConfig usage;
