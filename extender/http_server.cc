@@ -1220,7 +1220,7 @@ void HttpServer::Impl::WorkerMain() {
     // A quiet completion does not wake a sleeping loop: the client's next request (or its
     // close) wakes it, and the loop takes every completion back before it reads anything new.
     // That saves the loop a wake-up and an eventfd read, and this thread the write, for every
-    // bind (docs/decisions.md, "HTTP"). The loop still sleeps at most a second (its timers).
+    // bind (docs/decisions.md, "HTTP"). The loop never sleeps longer than loop_max_sleep_ms.
     const bool quiet = QuietCompletion(c);
     bool wake = false;
     {

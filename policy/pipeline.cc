@@ -219,7 +219,7 @@ struct Applying {
 // Rounded weighted mean of the modules that apply; stays in [0, kMaxScore] because each term
 // does. The mean of one module is its own score: (s * w + w / 2) / w is s for any weight, so
 // a pod that one module scores (most pods: binpack alone) skips the weighing and its division,
-// which is a third of the score's cost per candidate.
+// one of the four divisions a candidate's binpack score took.
 int64_t WeightedMean(const std::vector<Pipeline::WeightedScore>& scores, const Applying& applying,
                      const CycleContext& ctx, const core::NodeState& node) {
   if (applying.only >= 0) {
