@@ -863,6 +863,18 @@ int RunLoopBench(int argc, char** argv) {
             o.perf_out.empty() || round > 0 ? "" : StrCat(o.perf_out, "-", nodes, "-", pct, ".data");
         now_runs.push_back(RunOnce(o, o.berth, o.config, nodes, pct, perf));
       }
+      // Each round runs the two binaries back to back, so the ratio within a round is less
+      // exposed to the host's drift than the ratio of the two medians (on a shared host one
+      // build's runs differ by a third): both are printed.
+      std::vector<double> round_ratios;
+      for (size_t i = 0; i < now_runs.size() && i < before_runs.size(); ++i) {
+        const RunFigures& a = now_runs[i];
+        const RunFigures& b = before_runs[i];
+        if (a.ok && b.ok && a.pods > 0 && b.pods > 0 && b.cpu_ns > 0) {
+          round_ratios.push_back((static_cast<double>(a.cpu_ns) / a.pods) / (static_cast<double>(b.cpu_ns) / b.pods));
+        }
+      }
+      std::sort(round_ratios.begin(), round_ratios.end());
       auto median = [](std::vector<RunFigures>& runs) -> const RunFigures* {
         if (runs.empty()) return nullptr;
         for (const RunFigures& r : runs) {
@@ -903,6 +915,11 @@ int RunLoopBench(int argc, char** argv) {
         if (now->syscalls >= 0 && before->syscalls >= 0) {
           std::printf(", syscalls %.1f/pod (%s)", before->syscalls / bn,
                       Ratio(now->syscalls / n, before->syscalls / bn).c_str());
+        }
+        if (round_ratios.size() > 1) {
+          std::printf("\n%5s  CPU ratio within each round: median %.2fx (%.2fx to %.2fx over %zu rounds)", "",
+                      round_ratios[round_ratios.size() / 2], round_ratios.front(), round_ratios.back(),
+                      round_ratios.size());
         }
       }
       std::printf("\n");

@@ -15,8 +15,10 @@ namespace berth::bench {
 /// window from the pods' creation to the last binding confirmed on berth's watch), API calls
 /// per pod, API bytes per pod (request and answer bodies, watch events), verb bytes per pod
 /// (what kube-scheduler sends and decodes), and with `--before BINARY` the same figures of that
-/// binary measured in the same run and the ratio. The current binary's CPU is also broken down
-/// by thread (berth names its threads: watch-pods, http-worker, intents, housekeeping, ...).
+/// binary measured in the same run and the ratio of the medians; with several rounds, also the
+/// median of the ratios within each round (the two binaries run back to back in a round). The
+/// current binary's CPU is also broken down by thread (berth names its threads: watch-pods,
+/// http-worker, intents, housekeeping, ...).
 ///
 /// Flags (after --loop): --sizes=500,2000,5000 --pods=2000 --percentages=100,0 --rounds=1
 /// --berth=BINARY (default: `berth` beside berth_bench) --before=BINARY --perf-out=PREFIX (records
