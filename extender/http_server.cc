@@ -1235,6 +1235,9 @@ void HttpServer::Impl::WorkerMain() {
   }
 }
 
+// A reply not written whole would be resumed by its socket's EPOLLOUT edge anyway (the
+// worker's write stopped at EAGAIN); it still counts as not quiet, so that no reply rests on
+// that edge alone.
 bool HttpServer::Impl::QuietCompletion(const Conn* c) {
   return !c->write_failed && c->keep_alive && !c->eof && c->in.empty() &&
          c->out_off >= c->out_size() && !c->io->HasPendingOutput();
