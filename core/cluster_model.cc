@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_set.h"
+#include "core/quotient.h"
 #include "core/strings.h"
 
 namespace berth::core {
@@ -28,6 +29,7 @@ void NodeState::RefreshRoom() {
     const auto id = static_cast<ResourceId>(i);
     room.free[i] = FreeFromVectors(id);
     room.allocatable[i] = node.allocatable.Get(id);
+    room.inverse_allocatable[i] = Inverse(room.allocatable[i]);
   }
 }
 

@@ -42,6 +42,9 @@ struct WellKnownAmounts {
   static constexpr size_t kResources = kNumWellKnownResources;
   int64_t free[kResources] = {};         ///< NodeState::FreeOf of each
   int64_t allocatable[kResources] = {};  ///< node.allocatable of each
+  /// core::Inverse of each allocatable (0 where it is 0), so that a score divides by it with a
+  /// multiplication (QuotientByInverse). Floats, to stay in the two cache lines.
+  float inverse_allocatable[kResources] = {};
 };
 
 /// One node slot of the model. A slot also exists for a node name that bound pods refer to but
@@ -94,6 +97,8 @@ struct alignas(64) NodeState {
   /// Copies the well-known amounts into `room`, after a change to allocatable or usage.
   void RefreshRoom();
 };
+// The filter and score loops' fields end within the slot's first two cache lines.
+static_assert(sizeof(NodeSlot) + sizeof(bool) + 3 + 2 * sizeof(uint32_t) + sizeof(uint64_t) + sizeof(WellKnownAmounts) <= 128);
 
 /// One pod of the model.
 struct PodState {

@@ -24,4 +24,28 @@ inline int64_t SmallQuotient(int64_t num, int64_t den) {
   return q;
 }
 
+/// 1 / den rounded to float, for QuotientByInverse (0 for den <= 0, which it does not take).
+inline float Inverse(int64_t den) {
+  return den > 0 ? static_cast<float>(1.0 / static_cast<double>(den)) : 0.0f;
+}
+
+/// floor(num / den), exactly, for 0 <= num and 0 < den whose quotient is below 2^20, given
+/// `inverse` = Inverse(den). A multiplication where SmallQuotient divides, for loops that
+/// divide by the same denominators again and again (binpack's shares: every candidate's
+/// allocatable, kept with the node). The estimate's relative error is below 2^-23 (the float's
+/// rounding; the double product adds a few units of 2^-53), so for a quotient below 2^20 it is
+/// within 1/8 of the true one, and the exact remainder corrects the truncation as in
+/// SmallQuotient.
+inline int64_t QuotientByInverse(int64_t num, int64_t den, float inverse) {
+  __extension__ typedef __int128 Int128;
+  int64_t q = static_cast<int64_t>(static_cast<double>(num) * static_cast<double>(inverse));
+  const Int128 r = Int128(num) - Int128(q) * den;
+  if (r < 0) {
+    --q;
+  } else if (r >= den) {
+    ++q;
+  }
+  return q;
+}
+
 }  // namespace berth::core

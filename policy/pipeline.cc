@@ -197,10 +197,13 @@ NodeVerdict Pipeline::FilterNode(const CycleContext& in, const core::NodeState& 
 namespace {
 
 // The score modules that apply to one pod: `applies[i]` for module i, and `only` the index of
-// the one module that applies when exactly one does (-1 otherwise).
+// the one module that applies when exactly one does (-1 otherwise); their total weight and its
+// inverse, so that the mean of every candidate multiplies where it would divide.
 struct Applying {
   std::vector<char> applies;
   int only = -1;
+  int64_t weight = 0;
+  float inverse_weight = 0;
   Applying() = default;
   Applying(const std::vector<Pipeline::WeightedScore>& scores, const CycleContext& ctx)
       : applies(scores.size()) {
@@ -210,9 +213,11 @@ struct Applying {
       if (applies[i]) {
         ++count;
         only = static_cast<int>(i);
+        weight += scores[i].weight;
       }
     }
     if (count != 1) only = -1;
+    inverse_weight = core::Inverse(weight);
   }
 };
 
@@ -226,14 +231,15 @@ int64_t WeightedMean(const std::vector<Pipeline::WeightedScore>& scores, const A
     return std::clamp<int64_t>(scores[static_cast<size_t>(applying.only)].policy->Score(ctx, node), 0,
                                kMaxScore);
   }
-  int64_t sum = 0, weight = 0;
+  int64_t sum = 0;
   for (size_t i = 0; i < scores.size(); ++i) {
     if (!applying.applies[i]) continue;
     sum += std::clamp<int64_t>(scores[i].policy->Score(ctx, node), 0, kMaxScore) * scores[i].weight;
-    weight += scores[i].weight;
   }
-  // Weights are 1..100 (the registry checks) and scores 0..kMaxScore: sum is not negative.
-  return weight <= 0 ? 0 : core::SmallQuotient(sum + weight / 2, weight);
+  // Weights are 1..100 (the registry checks) and scores 0..kMaxScore: sum is not negative, and
+  // the quotient is at most kMaxScore + 1.
+  const int64_t weight = applying.weight;
+  return weight <= 0 ? 0 : core::QuotientByInverse(sum + weight / 2, weight, applying.inverse_weight);
 }
 
 }  // namespace

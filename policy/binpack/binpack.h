@@ -33,9 +33,13 @@ class BinpackScore final : public ScorePlugin {
   int64_t FineScore(const CycleContext& ctx, const core::NodeState& node) const;
 
  private:
-  explicit BinpackScore(std::vector<std::pair<core::ResourceId, int64_t>> weights)
-      : weights_(std::move(weights)) {}
+  explicit BinpackScore(std::vector<std::pair<core::ResourceId, int64_t>> weights);
+  /// Up to this many weighted resources, the mean divides by the total weight's inverse.
+  static constexpr size_t kSubsetBits = 8;
   std::vector<std::pair<core::ResourceId, int64_t>> weights_;
+  /// core::Inverse of the total weight of each subset of weights_ (bit i: weights_[i]), for
+  /// the subset a node advertises; empty beyond kSubsetBits weights.
+  std::vector<float> subset_inverse_;
 };
 
 /// Reads the "binpack" section: {"weights": {RESOURCE: INTEGER, ...}} replaces the default

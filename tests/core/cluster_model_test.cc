@@ -12,6 +12,7 @@
 #include "absl/time/time.h"
 #include "core/clock.h"
 #include "core/objects.h"
+#include "core/quotient.h"
 #include "core/resources.h"
 #include "core/strings.h"
 #include "tests/testing/core_builders.h"
@@ -108,7 +109,8 @@ std::string CheckInvariants(const ClusterState& s) {
     for (size_t i = 0; i < WellKnownAmounts::kResources; ++i) {
       const auto id = static_cast<ResourceId>(i);
       if (n.room.free[i] != n.FreeFromVectors(id) ||
-          n.room.allocatable[i] != n.node.allocatable.Get(id)) {
+          n.room.allocatable[i] != n.node.allocatable.Get(id) ||
+          n.room.inverse_allocatable[i] != Inverse(n.node.allocatable.Get(id))) {
         StrAppend(&err, "node ", n.node.name, " room of resource ", id, " is stale; ");
       }
     }

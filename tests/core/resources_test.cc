@@ -553,6 +553,53 @@ TEST_CASE("SmallQuotient is floor division wherever the double quotient rounds",
   CHECK(checked > 400000);
 }
 
+TEST_CASE("QuotientByInverse is floor division for quotients below 2^20", "[checked_math]") {
+  size_t checked = 0;
+  auto expect = [&](int64_t num, int64_t den) {
+    INFO(num << " / " << den);
+    CHECK(QuotientByInverse(num, den, Inverse(den)) == num / den);
+    ++checked;
+  };
+  // Around every multiple of the divisor, up to the largest quotient it takes.
+  const int64_t dens[] = {1, 2, 3, 6, 7, 10, 1000, 64000, 10007, 16777217, int64_t{1} << 32,
+                          68719476736 + 1, (int64_t{1} << 53) + 1, 999999999999, kInt64Max >> 20,
+                          kInt64Max / 3, kInt64Max - 1, kInt64Max};
+  for (int64_t den : dens) {
+    for (int64_t q : {int64_t{0}, int64_t{1}, int64_t{2}, int64_t{9999}, int64_t{10000}, int64_t{99999},
+                      int64_t{100000}, (int64_t{1} << 20) - 1}) {
+      if (q != 0 && den > kInt64Max / q) continue;
+      const int64_t at = q * den;
+      for (int64_t d = -2; d <= 2; ++d) {
+        if ((d < 0 && at < -d) || (d > 0 && at > kInt64Max - d)) continue;
+        if ((at + d) / den >= (int64_t{1} << 20)) continue;
+        expect(at + d, den);
+      }
+    }
+  }
+  // Shares as binpack takes them: used * 10000 / allocatable with used below allocatable, and
+  // the weighted mean's (share sum * 10) / total weight.
+  std::mt19937_64 gen(23);
+  for (int i = 0; i < 200000; ++i) {
+    const int64_t alloc =
+        std::max<int64_t>(std::uniform_int_distribution<int64_t>(1, kInt64Max / 10000)(gen) >>
+                              std::uniform_int_distribution<int>(0, 60)(gen),
+                          1);
+    const int64_t used = std::uniform_int_distribution<int64_t>(0, alloc - 1)(gen);
+    expect(used * 10000, alloc);
+    const int64_t total = std::uniform_int_distribution<int64_t>(1, 3000)(gen);
+    expect(std::uniform_int_distribution<int64_t>(0, 10000 * total)(gen) * 10, total);
+  }
+  // Any quotient below 2^20.
+  for (int i = 0; i < 200000; ++i) {
+    const int64_t den = std::max<int64_t>(std::uniform_int_distribution<int64_t>(1, kInt64Max)(gen) >>
+                                              std::uniform_int_distribution<int>(0, 62)(gen),
+                                          1);
+    const int64_t most = den > kInt64Max >> 20 ? kInt64Max : (den << 20) - 1;
+    expect(std::uniform_int_distribution<int64_t>(0, most)(gen), den);
+  }
+  CHECK(checked > 600000);
+}
+
 TEST_CASE("Saturating arithmetic clamps to the int64 range", "[checked_math]") {
   CHECK(SaturatingAdd(2, 3) == 5);
   CHECK(SaturatingAdd(kInt64Max, 1) == kInt64Max);
