@@ -11,11 +11,14 @@
 
 #include <algorithm>
 #include <chrono>
+#include <condition_variable>
+#include <deque>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <map>
+#include <mutex>
 #include <optional>
 #include <random>
 #include <sstream>
@@ -66,6 +69,16 @@ struct LoopOptions {
   /// work (the admission tick, admission plans remade as they age, housekeeping) costs the same
   /// per second at any pace, so per pod it weighs more the slower the pods come.
   int pace = 0;
+  /// --bind=inline|beside: when the bench's kube-scheduler binds.
+  /// - `inline` (the default): the bind is answered before the next pod's filter goes out, one
+  ///   call at a time on one connection. kube-scheduler 1.26 runs the binding cycle on its own
+  ///   goroutine, but its next scheduling cycle spends milliseconds in its own plugins before it
+  ///   calls the extender's filter; berth answers a bind in a fraction of that, so the calls
+  ///   reach berth one after the other, as here.
+  /// - `beside`: the bind goes out beside the next pod's filter, over a second connection, as
+  ///   they would from a kube-scheduler whose own work took no time. The filter then sees the
+  ///   cluster before the bind's pod is counted, and the two calls share berth's CPU.
+  bool bind_beside = false;
   /// --config=FILE: berth's configuration file for the runs of both binaries (default:
   /// schedulerName berth-scheduler, leader election off; a file must say the same).
   std::string config;
@@ -135,6 +148,12 @@ std::optional<LoopOptions> ParseLoopArgs(int argc, char** argv) {
       o.config = v;
     } else if (value("--before-config", &v)) {
       o.before_config = v;
+    } else if (value("--bind", &v)) {
+      if (v != "beside" && v != "inline") {
+        std::fprintf(stderr, "--bind: expected beside or inline, got \"%s\"\n", v.c_str());
+        return std::nullopt;
+      }
+      o.bind_beside = v == "beside";
     } else if (value("--pace", &v)) {
       if (!absl::SimpleAtoi(v, &o.pace) || o.pace < 0) {
         std::fprintf(stderr, "--pace: expected scheduling attempts per second (0: no limit), got \"%s\"\n", v.c_str());
@@ -177,7 +196,7 @@ std::optional<LoopOptions> ParseLoopArgs(int argc, char** argv) {
                    "berth_bench --loop: unknown argument \"%s\"\n"
                    "usage: berth_bench --loop [--sizes=500,2000,5000] [--pods=2000] "
                    "[--percentages=100,0] [--rounds=1] [--berth=BINARY] [--before=BINARY] "
-                   "[--config=FILE] [--before-config=FILE] [--pace=N] "
+                   "[--config=FILE] [--before-config=FILE] [--pace=N] [--bind=inline|beside] "
                    "[--perf-out=PREFIX] [--perf-freq=N] [--perf-flat] [--syscalls] [--pin] [--quick]\n",
                    std::string(arg).c_str());
       return std::nullopt;
@@ -479,6 +498,89 @@ double MetricValue(const std::string& metrics, std::string_view name) {
   return total;
 }
 
+// kube-scheduler's binding cycles, beside its scheduling loop: the binds go out in the order
+// submitted, one at a time, over their own connection to berth.
+class Binder {
+ public:
+  explicit Binder(int port) : port_(port), thread_([this] { Run(); }) {}
+  ~Binder() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+  }
+  Binder(const Binder&) = delete;
+  Binder& operator=(const Binder&) = delete;
+
+  void Submit(std::string body) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      queue_.push_back(std::move(body));
+    }
+    cv_.notify_all();
+  }
+
+  /// Waits until every bind submitted is answered; the first failure, if any.
+  absl::Status Drain() {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [&] { return (queue_.empty() && !busy_) || !error_.ok(); });
+    return error_;
+  }
+
+  int64_t bytes_sent() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return sent_;
+  }
+  int64_t bytes_received() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return received_;
+  }
+
+ private:
+  void Run() {
+    HttpConnection conn;
+    std::string answer;
+    std::unique_lock<std::mutex> lock(mu_);
+    for (;;) {
+      cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
+      if (stop_) return;
+      std::string body = std::move(queue_.front());
+      queue_.pop_front();
+      busy_ = true;
+      lock.unlock();
+      absl::Status failed;
+      if (!conn.connected()) failed = conn.Connect("127.0.0.1", port_);
+      absl::StatusOr<int> code = failed.ok() ? conn.Post("/bind", body, &answer) : absl::StatusOr<int>(failed);
+      if (!code.ok() || *code != 200) {
+        failed = absl::UnavailableError(StrCat("bind: ", code.ok() ? StrCat("HTTP ", *code) : std::string(code.status().message())));
+      } else {
+        Json br = Json::parse(answer, nullptr, false);
+        if (br.is_discarded() || (br.contains("Error") && !br["Error"].get<std::string>().empty())) {
+          failed = absl::UnavailableError(StrCat("bind answered: ", answer.substr(0, 300)));
+        }
+      }
+      lock.lock();
+      busy_ = false;
+      sent_ += static_cast<int64_t>(body.size());
+      if (code.ok()) received_ += static_cast<int64_t>(answer.size());
+      if (error_.ok()) error_ = failed;
+      cv_.notify_all();
+    }
+  }
+
+  const int port_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::string> queue_;
+  bool busy_ = false;
+  bool stop_ = false;
+  absl::Status error_;
+  int64_t sent_ = 0, received_ = 0;
+  std::thread thread_;  // last: starts once the members above are built
+};
+
 RunFigures RunOnce(const LoopOptions& o, const std::string& binary, const std::string& config_file,
                    int nodes, int percentage, const std::string& perf_out) {
   RunFigures f;
@@ -663,6 +765,8 @@ RunFigures RunOnce(const LoopOptions& o, const std::string& binary, const std::s
   };
   std::vector<Parked> parked;
   std::string answer;
+  std::optional<Binder> binder;
+  if (o.bind_beside) binder.emplace(*port);
   const auto loop_start = SteadyClock::now();
   const auto loop_deadline = loop_start + std::chrono::minutes(10);
   size_t head = 0;
@@ -751,8 +855,20 @@ RunFigures RunOnce(const LoopOptions& o, const std::string& binary, const std::s
         }
       }
     }
+    // kube-scheduler assumes the pod on its node, then binds.
+    for (NodeRoom& r : room) {
+      if (r.name == chosen) {
+        r.cpu_milli -= p.cpu_milli;
+        r.memory -= p.memory;
+        break;
+      }
+    }
     body = StrCat(R"({"PodName":")", p.name, R"(","PodNamespace":"bench","PodUID":")", p.uid,
                   R"(","Node":")", chosen, R"("})");
+    if (binder) {
+      binder->Submit(std::move(body));
+      continue;
+    }
     f.verb_bytes_sent += static_cast<int64_t>(body.size());
     code = verbs.Post("/bind", body, &answer);
     if (!code.ok() || *code != 200) return fail(StrCat("bind: ", code.ok() ? StrCat("HTTP ", *code) : std::string(code.status().message())));
@@ -761,13 +877,11 @@ RunFigures RunOnce(const LoopOptions& o, const std::string& binary, const std::s
     if (br.is_discarded() || (br.contains("Error") && !br["Error"].get<std::string>().empty())) {
       return fail(StrCat("bind answered: ", answer.substr(0, 300)));
     }
-    for (NodeRoom& r : room) {
-      if (r.name == chosen) {
-        r.cpu_milli -= p.cpu_milli;
-        r.memory -= p.memory;
-        break;
-      }
-    }
+  }
+  if (binder) {
+    if (absl::Status s = binder->Drain(); !s.ok()) return fail(std::string(s.message()));
+    f.verb_bytes_sent += binder->bytes_sent();
+    f.verb_bytes_received += binder->bytes_received();
   }
   // Every binding in the API server, and berth has seen each come back on its watch.
   std::string metrics_after;

@@ -25,7 +25,9 @@ namespace berth::bench {
 /// `perf record --call-graph dwarf` of the current binary's window per row into PREFIX-NODES-PCT.data;
 /// --perf-freq=N samples a second, 499 by default; --perf-flat without call graphs)
 /// --syscalls (berth's system calls per pod, by thread, for both binaries: `perf stat` of the
-/// raw_syscalls:sys_enter tracepoint) --pin --quick --pace=N (at most N scheduling attempts a second) --config=FILE (berth's configuration).
+/// raw_syscalls:sys_enter tracepoint) --pin --quick --pace=N (at most N scheduling attempts a second) --config=FILE (berth's configuration)
+/// --bind=inline|beside (a pod's bind answered before the next pod's filter, or sent beside it
+/// on a second connection).
 /// \return 0, or 1 when a pod was not bound or a call failed (never for a figure).
 int RunLoopBench(int argc, char** argv);
 
