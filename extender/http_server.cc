@@ -29,7 +29,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <condition_variable>
 #include <cstdlib>
 #include <cstring>
 #include <deque>
@@ -44,6 +43,7 @@
 #include "extender/http_io.h"
 #include "extender/http_wire.h"
 #include "extender/thread_name.h"
+#include "extender/worker_bell.h"
 #include "spdlog/spdlog.h"
 
 namespace berth::extender {
@@ -378,7 +378,7 @@ class HttpServer::Impl {
   // Workers.
   std::vector<std::thread> workers_;
   std::mutex mu_;
-  std::condition_variable cv_;
+  WorkerBell bell_;              // wakes workers for jobs_
   std::deque<Conn*> jobs_;       // guarded by mu_
   bool workers_stop_ = false;    // guarded by mu_
   std::vector<Conn*> done_;      // guarded by mu_
@@ -475,7 +475,7 @@ void HttpServer::Impl::Run() {
     std::lock_guard<std::mutex> lock(mu_);
     workers_stop_ = true;
   }
-  cv_.notify_all();
+  bell_.RingAll();
   for (std::thread& t : workers_) t.join();
   workers_.clear();
   closed_.clear();
@@ -1202,19 +1202,28 @@ void HttpServer::Impl::TryDispatch() {
       c->event_in_worker = false;
       jobs_.push_back(c);
     }
-    cv_.notify_one();
+    bell_.RingOne();
   }
 }
 
 void HttpServer::Impl::WorkerMain() {
   for (;;) {
-    Conn* c;
+    Conn* c = nullptr;
+    uint32_t ticket = 0;
     {
-      std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait(lock, [this] { return workers_stop_ || !jobs_.empty(); });
-      if (jobs_.empty()) return;
-      c = jobs_.front();
-      jobs_.pop_front();
+      std::lock_guard<std::mutex> lock(mu_);
+      if (!jobs_.empty()) {
+        c = jobs_.front();
+        jobs_.pop_front();
+      } else if (workers_stop_) {
+        return;
+      } else {
+        ticket = bell_.Prepare();
+      }
+    }
+    if (c == nullptr) {
+      bell_.Wait(ticket);
+      continue;
     }
     Answer(c);
     // A quiet completion does not wake a sleeping loop: the client's next request (or its
