@@ -286,6 +286,10 @@ absl::StatusOr<Response> KubeClient::Stream(std::string_view path_and_query,
   const bool streaming = answer->status >= 200 && answer->status < 300;
   absl::Status read;
   if (streaming) {
+    // The stream's reads mostly wait for the next event: in the read itself, one system call
+    // per event instead of a poll() and a read. Should the socket refuse the settings, the
+    // reads poll as before, which works as well.
+    c->WaitInReads(idle_timeout).IgnoreError();
     read = c->ReadBody(*answer, on_data, idle_timeout, UINT64_MAX);
   } else {
     read = c->ReadBody(

@@ -1,6 +1,7 @@
 #include "extender/kube/http_client.h"
 
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -10,6 +11,7 @@
 #include <poll.h>
 #include <strings.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -389,7 +391,7 @@ ApiConnection::Io ApiConnection::Fill(absl::Time deadline) {
     // the read that would only say "nothing yet" (a watch waits like this for every event),
     // unless OpenSSL holds bytes the socket no longer has. A wait that fails leaves the socket
     // as empty as it was, and the flag as it is.
-    if (drained_ && (ssl_ == nullptr || SSL_has_pending(ssl_) == 0)) {
+    if (drained_ && !wait_in_reads_ && (ssl_ == nullptr || SSL_has_pending(ssl_) == 0)) {
       if (Io io = WaitFor(POLLIN, deadline); io != Io::kOk) return io;
     }
     drained_ = false;
@@ -400,9 +402,11 @@ ApiConnection::Io ApiConnection::Fill(absl::Time deadline) {
         drained_ = static_cast<size_t>(n) < kReadBytes;
         return Io::kOk;
       }
-      if (n == 0) return Io::kEof;
+      if (n == 0) return interrupted_.load() ? Io::kError : Io::kEof;
       if (errno == EINTR) continue;
       if (errno == EAGAIN || errno == EWOULDBLOCK) {
+        // A blocking read that found nothing waited the receive timeout.
+        if (wait_in_reads_) return interrupted_.load() ? Io::kError : Io::kTimeout;
         if (Io io = WaitFor(POLLIN, deadline); io != Io::kOk) return io;
         continue;
       }
@@ -418,7 +422,7 @@ ApiConnection::Io ApiConnection::Fill(absl::Time deadline) {
     const int err = SSL_get_error(ssl_, n);
     Io io = Io::kError;
     if (err == SSL_ERROR_ZERO_RETURN) io = Io::kEof;
-    if (err == SSL_ERROR_WANT_READ) io = WaitFor(POLLIN, deadline);
+    if (err == SSL_ERROR_WANT_READ) io = wait_in_reads_ ? Io::kTimeout : WaitFor(POLLIN, deadline);
     if (err == SSL_ERROR_WANT_WRITE) io = WaitFor(POLLOUT, deadline);
     if (err == SSL_ERROR_SYSCALL && n == 0) io = Io::kEof;
     if (io == Io::kOk) continue;
@@ -528,7 +532,27 @@ absl::Status ApiConnection::ReadBody(const ApiResponseHead& head,
   return absl::OkStatus();
 }
 
+absl::Status ApiConnection::WaitInReads(absl::Duration idle_timeout) {
+  timeval tv{};
+  if (idle_timeout != absl::InfiniteDuration() && idle_timeout > absl::ZeroDuration()) {
+    const int64_t us = std::max<int64_t>(absl::ToInt64Microseconds(idle_timeout), 1);
+    tv.tv_sec = static_cast<time_t>(us / 1000000);
+    tv.tv_usec = static_cast<suseconds_t>(us % 1000000);
+  }
+  if (::setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)) != 0) {
+    return absl::InternalError(StrCat("SO_RCVTIMEO: ", std::strerror(errno)));
+  }
+  const int flags = ::fcntl(fd_, F_GETFL);
+  if (flags < 0 || ::fcntl(fd_, F_SETFL, flags & ~O_NONBLOCK) != 0) {
+    return absl::InternalError(StrCat("blocking mode: ", std::strerror(errno)));
+  }
+  wait_in_reads_ = true;
+  reusable_ = false;
+  return absl::OkStatus();
+}
+
 bool ApiConnection::KeptAlive() const {
+  if (wait_in_reads_) return false;
   if (!reusable_ || interrupted_.load() || pos_ != len_) return false;
   // Bytes OpenSSL holds, read ahead from the socket or not yet decrypted: something nobody asked
   // for (a close_notify alert, say).

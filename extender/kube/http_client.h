@@ -74,6 +74,13 @@ class ApiConnection {
                         const std::function<bool(std::string_view)>& on_data,
                         absl::Duration idle_timeout, uint64_t max_bytes);
 
+  /// From now on, a read waits in the read itself rather than in a poll() before it: the socket
+  /// becomes blocking, with `idle_timeout` as its receive timeout (each read may wait that long,
+  /// as ReadBody's reads do). For a stream, whose reads mostly wait for the next event: one
+  /// system call per wait instead of two. Interrupt still ends a blocked read. The connection
+  /// is not reused afterwards. An error (the socket refused a setting) leaves it as it was.
+  absl::Status WaitInReads(absl::Duration idle_timeout);
+
   /// Whether another request may go on this connection: KeptAlive(), and the server has not
   /// closed its side (nor sent anything unasked) since. One poll() of the socket.
   bool Reusable() const;
@@ -106,6 +113,8 @@ class ApiConnection {
   bool used_ = false;
   /// The last read returned less than it asked for: the next one waits for the socket first.
   bool drained_ = false;
+  /// WaitInReads: the socket is blocking, and a read that finds nothing is a timeout.
+  bool wait_in_reads_ = false;
   std::atomic<bool> interrupted_{false};
 };
 

@@ -18,6 +18,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/str_format.h"
 #include "catch2/catch.hpp"
 #include "core/strings.h"
 #include "extender/kube/client.h"
@@ -252,6 +253,58 @@ TEST_CASE("API client: a silent server times out, and Interrupt stops a blocked 
   stopper.join();
   CHECK(absl::IsCancelled(head.status()));
   CHECK((*c)->interrupted());
+  release.store(true);
+}
+
+TEST_CASE("API client: with reads waiting in the read, a stream's events arrive, silence times out, and Interrupt stops it") {
+  // A chunked stream: two events, then silence until released.
+  std::atomic<bool> release{false};
+  ScriptedServer server([&](int fd, int) {
+    ReadRequest(fd);
+    const std::string head = "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n";
+    ::send(fd, head.data(), head.size(), MSG_NOSIGNAL);
+    for (std::string_view event : {std::string_view("{\"n\":1}\n"), std::string_view("{\"n\":2}\n")}) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(30));
+      const std::string chunk = absl::StrFormat("%x\r\n%s\r\n", event.size(), event);
+      ::send(fd, chunk.data(), chunk.size(), MSG_NOSIGNAL);
+    }
+    while (!release.load()) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  });
+  for (const bool interrupt : {false, true}) {
+    INFO((interrupt ? "interrupted" : "timed out"));
+    auto c = ApiConnection::Open(Plain(server.port()), absl::Seconds(5));
+    REQUIRE(c.ok());
+    REQUIRE((*c)->Send("GET /watch HTTP/1.1\r\nHost: x\r\n\r\n", "", absl::Seconds(5)).ok());
+    absl::StatusOr<ApiResponseHead> head = (*c)->ReadHead(absl::Seconds(5));
+    REQUIRE(head.ok());
+    const absl::Duration idle = interrupt ? absl::Seconds(30) : absl::Milliseconds(200);
+    REQUIRE((*c)->WaitInReads(idle).ok());
+    std::thread stopper;
+    std::string got;
+    const auto t0 = std::chrono::steady_clock::now();
+    absl::Status read = (*c)->ReadBody(
+        *head,
+        [&](std::string_view data) {
+          got.append(data);
+          if (interrupt && got.size() == 16 && !stopper.joinable()) {
+            stopper = std::thread([&] {
+              std::this_thread::sleep_for(std::chrono::milliseconds(100));
+              (*c)->Interrupt();
+            });
+          }
+          return true;
+        },
+        idle, 1 << 20);
+    if (stopper.joinable()) stopper.join();
+    CHECK(got == "{\"n\":1}\n{\"n\":2}\n");
+    CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(10));
+    if (interrupt) {
+      CHECK(absl::IsCancelled(read));
+    } else {
+      CHECK(absl::IsDeadlineExceeded(read));
+    }
+    CHECK_FALSE((*c)->KeptAlive());
+  }
   release.store(true);
 }
 
