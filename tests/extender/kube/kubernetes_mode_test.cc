@@ -2,10 +2,13 @@
 // (bookmarks, 410, 429, dropped streams, restarts), bind, evictions, events, patches, TLS.
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <fstream>
+#include <mutex>
 #include <set>
 #include <string>
+#include <thread>
 
 #include "catch2/catch.hpp"
 #include "extender/journal.h"
@@ -359,6 +362,67 @@ TEST_CASE("kubernetes mode: evictions, events and annotation patches", "[kuberne
     CHECK(patch->content_type == "application/merge-patch+json");
     absl::Status missing = writer.PatchPodAnnotations("ml", "nope", {{"a", "b"}});
     CHECK(missing.code() == absl::StatusCode::kNotFound);
+  }
+}
+
+// A watch waits in its reads (ApiConnection::WaitInReads): over TLS, its events still arrive as
+// they happen, a silent watch ends at its idle limit, and a stop ends a blocked read.
+TEST_CASE("kubernetes mode: a TLS watch gets its events, times out when silent, and stops when asked",
+          "[kubernetes]") {
+  FakeApiServer api;
+  auto client = KubeClient::Create(FakeClientConfig(api));
+  REQUIRE(client.ok());
+  const Json pod = {{"metadata", {{"name", "w-1"}, {"namespace", "ml"}}},
+                    {"spec", {{"containers", Json::array({{{"name", "main"}, {"image", "busybox"}}})}}},
+                    {"status", {{"phase", "Pending"}}}};
+  for (const bool stop : {false, true}) {
+    INFO((stop ? "stopped" : "silent"));
+    extender::kube::StreamHandle handle;
+    std::mutex mu;
+    std::string got;
+    std::atomic<bool> first{false};
+    const auto t0 = std::chrono::steady_clock::now();
+    std::thread watcher;
+    absl::StatusOr<extender::kube::Response> ended;
+    watcher = std::thread([&] {
+      ended = (*client)->Stream(
+          "/api/v1/namespaces/ml/pods?watch=true",
+          [&](std::string_view data) {
+            std::lock_guard<std::mutex> lock(mu);
+            got.append(data);
+            first.store(true);
+            return true;
+          },
+          stop ? absl::Seconds(60) : absl::Milliseconds(400), &handle);
+    });
+    // The event of a pod made once the watch is open.
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (api.open_watches() == 0 && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    Json made = pod;
+    made["metadata"]["name"] = stop ? "w-2" : "w-1";
+    REQUIRE(api.Create("pods", "ml", made).ok());
+    while (!first.load() && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    if (stop) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      handle.Stop();
+    }
+    watcher.join();
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      CHECK_THAT(got, Catch::Contains("\"type\":\"ADDED\"") && Catch::Contains(made["metadata"]["name"].get<std::string>()));
+    }
+    CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(20));
+    if (stop) {
+      CHECK(absl::IsCancelled(ended.status()));
+    } else {
+      REQUIRE_FALSE(ended.ok());
+      CHECK(absl::IsUnavailable(ended.status()));
+      CHECK_THAT(std::string(ended.status().message()), Catch::Contains("timed out"));
+    }
   }
 }
 
