@@ -4,6 +4,16 @@
 
 namespace berth::core {
 
+/// floor(num / den), given an estimate `q` within one of it: the exact remainder, computed in
+/// 128 bits, moves it by one where it is off.
+inline int64_t CorrectedQuotient(int64_t num, int64_t den, int64_t q) {
+  __extension__ typedef __int128 Int128;
+  const Int128 r = Int128(num) - Int128(q) * den;
+  if (r < 0) return q - 1;
+  if (r >= den) return q + 1;
+  return q;
+}
+
 /// floor(num / den), exactly, for 0 <= num and 0 < den whose quotient is below 2^50.
 ///
 /// For the per-candidate scores (binpack's shares, the weighted mean of the score modules),
@@ -11,17 +21,10 @@ namespace berth::core {
 /// 40-90 cycles on the Xeons berth runs on and was half of binpack's samples; a double division
 /// and two multiplications take a fraction of that. The double quotient is within one of the
 /// true one (its relative error is a few units of 2^-53, and the quotient is below 2^50), and
-/// the exact remainder, computed in 128 bits, corrects it.
+/// CorrectedQuotient corrects it.
 inline int64_t SmallQuotient(int64_t num, int64_t den) {
-  __extension__ typedef __int128 Int128;
-  int64_t q = static_cast<int64_t>(static_cast<double>(num) / static_cast<double>(den));
-  const Int128 r = Int128(num) - Int128(q) * den;
-  if (r < 0) {
-    --q;
-  } else if (r >= den) {
-    ++q;
-  }
-  return q;
+  const double estimate = static_cast<double>(num) / static_cast<double>(den);
+  return CorrectedQuotient(num, den, static_cast<int64_t>(estimate));
 }
 
 /// 1 / den rounded to float, for QuotientByInverse (0 for den <= 0, which it does not take).
@@ -34,18 +37,10 @@ inline float Inverse(int64_t den) {
 /// divide by the same denominators again and again (binpack's shares: every candidate's
 /// allocatable, kept with the node). The estimate's relative error is below 2^-23 (the float's
 /// rounding; the double product adds a few units of 2^-53), so for a quotient below 2^20 it is
-/// within 1/8 of the true one, and the exact remainder corrects the truncation as in
-/// SmallQuotient.
+/// within 1/8 of the true one, and CorrectedQuotient corrects the truncation.
 inline int64_t QuotientByInverse(int64_t num, int64_t den, float inverse) {
-  __extension__ typedef __int128 Int128;
-  int64_t q = static_cast<int64_t>(static_cast<double>(num) * static_cast<double>(inverse));
-  const Int128 r = Int128(num) - Int128(q) * den;
-  if (r < 0) {
-    --q;
-  } else if (r >= den) {
-    ++q;
-  }
-  return q;
+  const double estimate = static_cast<double>(num) * static_cast<double>(inverse);
+  return CorrectedQuotient(num, den, static_cast<int64_t>(estimate));
 }
 
 }  // namespace berth::core
