@@ -1,5 +1,6 @@
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -98,7 +99,7 @@ struct alignas(64) NodeState {
   void RefreshRoom();
 };
 // The filter and score loops' fields end within the slot's first two cache lines.
-static_assert(sizeof(NodeSlot) + sizeof(bool) + 3 + 2 * sizeof(uint32_t) + sizeof(uint64_t) + sizeof(WellKnownAmounts) <= 128);
+static_assert(offsetof(NodeState, node) <= 128);
 
 /// One pod of the model.
 struct PodState {
