@@ -12,10 +12,10 @@
 #include <algorithm>
 #include <chrono>
 #include <condition_variable>
-#include <deque>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
 #include <fstream>
 #include <map>
 #include <mutex>
@@ -498,6 +498,19 @@ double MetricValue(const std::string& metrics, std::string_view name) {
   return total;
 }
 
+// Whether a bind call succeeded: HTTP 200 and an answer without an Error.
+absl::Status BindAnswered(const absl::StatusOr<int>& code, const std::string& answer) {
+  if (!code.ok() || *code != 200) {
+    return absl::UnavailableError(
+        StrCat("bind: ", code.ok() ? StrCat("HTTP ", *code) : std::string(code.status().message())));
+  }
+  Json br = Json::parse(answer, nullptr, false);
+  if (br.is_discarded() || (br.contains("Error") && !br["Error"].get<std::string>().empty())) {
+    return absl::UnavailableError(StrCat("bind answered: ", answer.substr(0, 300)));
+  }
+  return absl::OkStatus();
+}
+
 // kube-scheduler's binding cycles, beside its scheduling loop: the binds go out in the order
 // submitted, one at a time, over their own connection to berth.
 class Binder {
@@ -553,14 +566,7 @@ class Binder {
       absl::Status failed;
       if (!conn.connected()) failed = conn.Connect("127.0.0.1", port_);
       absl::StatusOr<int> code = failed.ok() ? conn.Post("/bind", body, &answer) : absl::StatusOr<int>(failed);
-      if (!code.ok() || *code != 200) {
-        failed = absl::UnavailableError(StrCat("bind: ", code.ok() ? StrCat("HTTP ", *code) : std::string(code.status().message())));
-      } else {
-        Json br = Json::parse(answer, nullptr, false);
-        if (br.is_discarded() || (br.contains("Error") && !br["Error"].get<std::string>().empty())) {
-          failed = absl::UnavailableError(StrCat("bind answered: ", answer.substr(0, 300)));
-        }
-      }
+      failed = BindAnswered(code, answer);
       lock.lock();
       busy_ = false;
       sent_ += static_cast<int64_t>(body.size());
@@ -871,12 +877,8 @@ RunFigures RunOnce(const LoopOptions& o, const std::string& binary, const std::s
     }
     f.verb_bytes_sent += static_cast<int64_t>(body.size());
     code = verbs.Post("/bind", body, &answer);
-    if (!code.ok() || *code != 200) return fail(StrCat("bind: ", code.ok() ? StrCat("HTTP ", *code) : std::string(code.status().message())));
-    f.verb_bytes_received += static_cast<int64_t>(answer.size());
-    Json br = Json::parse(answer, nullptr, false);
-    if (br.is_discarded() || (br.contains("Error") && !br["Error"].get<std::string>().empty())) {
-      return fail(StrCat("bind answered: ", answer.substr(0, 300)));
-    }
+    if (code.ok() && *code == 200) f.verb_bytes_received += static_cast<int64_t>(answer.size());
+    if (absl::Status s = BindAnswered(code, answer); !s.ok()) return fail(std::string(s.message()));
   }
   if (binder) {
     if (absl::Status s = binder->Drain(); !s.ok()) return fail(std::string(s.message()));
