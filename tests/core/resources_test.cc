@@ -3,10 +3,12 @@
 #include <atomic>
 #include <catch2/catch.hpp>
 #include <cstdint>
+#include <initializer_list>
 #include <limits>
 #include <random>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -512,6 +514,36 @@ TEST_CASE("Checked arithmetic reports overflow", "[checked_math]") {
   CHECK_FALSE(CheckedMul(int64_t{1} << 32, int64_t{1} << 31, &out));
 }
 
+// expect(num, den) for every num within 2 of q * den, for each divisor and quotient, where a
+// rounded estimate lands on the wrong side: those that fit int64 and whose quotient is below
+// `below`.
+template <typename Expect>
+void NearMultiples(std::initializer_list<int64_t> dens, std::initializer_list<int64_t> quotients,
+                   int64_t below, Expect&& expect) {
+  for (int64_t den : dens) {
+    for (int64_t q : quotients) {
+      if (q != 0 && den > kInt64Max / q) continue;
+      const int64_t at = q * den;
+      for (int64_t d = -2; d <= 2; ++d) {
+        if ((d < 0 && at < -d) || (d > 0 && at > kInt64Max - d)) continue;
+        if ((at + d) / den >= below) continue;
+        expect(at + d, den);
+      }
+    }
+  }
+}
+
+// A share as binpack divides it: (used * 10000, allocatable) with used below allocatable, and
+// allocatables of every magnitude.
+std::pair<int64_t, int64_t> BinpackShare(std::mt19937_64& gen) {
+  const int64_t alloc =
+      std::max<int64_t>(std::uniform_int_distribution<int64_t>(1, kInt64Max / 10000)(gen) >>
+                            std::uniform_int_distribution<int>(0, 60)(gen),
+                        1);
+  const int64_t used = std::uniform_int_distribution<int64_t>(0, alloc - 1)(gen);
+  return {used * 10000, alloc};
+}
+
 TEST_CASE("SmallQuotient is floor division wherever the double quotient rounds", "[checked_math]") {
   size_t checked = 0;
   auto expect = [&](int64_t num, int64_t den) {
@@ -520,28 +552,14 @@ TEST_CASE("SmallQuotient is floor division wherever the double quotient rounds",
     ++checked;
   };
   // Around every multiple of the divisor, where a rounded double lands on the wrong side.
-  const int64_t dens[] = {1, 3, 7, 10, 1000, 64000, 10007, int64_t{1} << 32, 68719476736 + 1,
-                          (int64_t{1} << 53) + 1, 999999999999999989, kInt64Max / 3, kInt64Max - 1,
-                          kInt64Max};
-  for (int64_t den : dens) {
-    for (int64_t q : {int64_t{0}, int64_t{1}, int64_t{2}, int64_t{9999}, int64_t{100000}}) {
-      if (q != 0 && den > kInt64Max / q) continue;
-      const int64_t at = q * den;
-      for (int64_t d = -2; d <= 2; ++d) {
-        if ((d < 0 && at < -d) || (d > 0 && at > kInt64Max - d)) continue;
-        expect(at + d, den);
-      }
-    }
-  }
+  NearMultiples({1, 3, 7, 10, 1000, 64000, 10007, int64_t{1} << 32, 68719476736 + 1,
+                 (int64_t{1} << 53) + 1, 999999999999999989, kInt64Max / 3, kInt64Max - 1, kInt64Max},
+                {0, 1, 2, 9999, 100000}, kInt64Max, expect);
   // Shares as binpack takes them: used * 10000 / allocatable with used below allocatable.
   std::mt19937_64 gen(17);
   for (int i = 0; i < 200000; ++i) {
-    const int64_t alloc =
-        std::max<int64_t>(std::uniform_int_distribution<int64_t>(1, kInt64Max / 10000)(gen) >>
-                              std::uniform_int_distribution<int>(0, 60)(gen),
-                          1);
-    const int64_t used = std::uniform_int_distribution<int64_t>(0, alloc - 1)(gen);
-    expect(used * 10000, alloc);
+    const auto [num, den] = BinpackShare(gen);
+    expect(num, den);
   }
   // Quotients up to 2^50.
   for (int i = 0; i < 200000; ++i) {
@@ -561,31 +579,16 @@ TEST_CASE("QuotientByInverse is floor division for quotients below 2^20", "[chec
     ++checked;
   };
   // Around every multiple of the divisor, up to the largest quotient it takes.
-  const int64_t dens[] = {1, 2, 3, 6, 7, 10, 1000, 64000, 10007, 16777217, int64_t{1} << 32,
-                          68719476736 + 1, (int64_t{1} << 53) + 1, 999999999999, kInt64Max >> 20,
-                          kInt64Max / 3, kInt64Max - 1, kInt64Max};
-  for (int64_t den : dens) {
-    for (int64_t q : {int64_t{0}, int64_t{1}, int64_t{2}, int64_t{9999}, int64_t{10000}, int64_t{99999},
-                      int64_t{100000}, (int64_t{1} << 20) - 1}) {
-      if (q != 0 && den > kInt64Max / q) continue;
-      const int64_t at = q * den;
-      for (int64_t d = -2; d <= 2; ++d) {
-        if ((d < 0 && at < -d) || (d > 0 && at > kInt64Max - d)) continue;
-        if ((at + d) / den >= (int64_t{1} << 20)) continue;
-        expect(at + d, den);
-      }
-    }
-  }
+  NearMultiples({1, 2, 3, 6, 7, 10, 1000, 64000, 10007, 16777217, int64_t{1} << 32, 68719476736 + 1,
+                 (int64_t{1} << 53) + 1, 999999999999, kInt64Max >> 20, kInt64Max / 3, kInt64Max - 1,
+                 kInt64Max},
+                {0, 1, 2, 9999, 10000, 99999, 100000, (int64_t{1} << 20) - 1}, int64_t{1} << 20, expect);
   // Shares as binpack takes them: used * 10000 / allocatable with used below allocatable, and
   // the weighted mean's (share sum * 10) / total weight.
   std::mt19937_64 gen(23);
   for (int i = 0; i < 200000; ++i) {
-    const int64_t alloc =
-        std::max<int64_t>(std::uniform_int_distribution<int64_t>(1, kInt64Max / 10000)(gen) >>
-                              std::uniform_int_distribution<int>(0, 60)(gen),
-                          1);
-    const int64_t used = std::uniform_int_distribution<int64_t>(0, alloc - 1)(gen);
-    expect(used * 10000, alloc);
+    const auto [num, den] = BinpackShare(gen);
+    expect(num, den);
     const int64_t total = std::uniform_int_distribution<int64_t>(1, 3000)(gen);
     expect(std::uniform_int_distribution<int64_t>(0, 10000 * total)(gen) * 10, total);
   }
