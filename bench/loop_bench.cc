@@ -2,10 +2,13 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -216,6 +219,7 @@ std::optional<LoopOptions> ParseLoopArgs(int argc, char** argv) {
 struct ThreadSample {
   std::string name;  ///< "berth" for the main thread, whatever the binary is called
   int64_t cpu_ns = 0;
+  int64_t switch_ins = 0;  ///< times the thread was put on a CPU (schedstat's third field)
 };
 using CpuSnapshot = std::map<int, ThreadSample>;  // tid -> sample
 
@@ -226,7 +230,17 @@ std::string ReadSmallFile(const std::string& path) {
   return ss.str();
 }
 
-// Every thread of `pid`: its name and the CPU time it has used (schedstat's first field, ns).
+// schedstat's first and third fields: CPU time used (ns), and times put on a CPU.
+bool ReadSchedstat(const std::string& path, int64_t* cpu_ns, int64_t* switch_ins) {
+  const std::string text = ReadSmallFile(path);
+  const std::vector<std::string_view> fields = Split(text, ' ');
+  std::string_view third = fields.size() >= 3 ? fields[2] : std::string_view();
+  while (!third.empty() && (third.back() == '\n' || third.back() == ' ')) third.remove_suffix(1);
+  return fields.size() >= 3 && absl::SimpleAtoi(ToAbsl(fields[0]), cpu_ns) &&
+         absl::SimpleAtoi(ToAbsl(third), switch_ins);
+}
+
+// Every thread of `pid`: its name, the CPU time it has used and the times it was put on a CPU.
 CpuSnapshot ReadCpu(pid_t pid) {
   CpuSnapshot out;
   const std::string dir = StrCat("/proc/", pid, "/task");
@@ -240,10 +254,9 @@ CpuSnapshot ReadCpu(pid_t pid) {
     while (!name.empty() && (name.back() == '\n' || name.back() == ' ')) name.pop_back();
     // The main thread takes the binary's name (a copy under another name for --before).
     if (tid == pid) name = "berth";
-    const std::string sched = ReadSmallFile(base + "/schedstat");
-    int64_t ns = 0;
-    if (!absl::SimpleAtoi(sched.substr(0, sched.find(' ')), &ns)) continue;
-    out[tid] = {std::move(name), ns};
+    ThreadSample sample{.name = std::move(name)};
+    if (!ReadSchedstat(base + "/schedstat", &sample.cpu_ns, &sample.switch_ins)) continue;
+    out[tid] = std::move(sample);
   }
   ::closedir(d);
   return out;
@@ -260,14 +273,113 @@ std::string Role(const std::string& name) {
 // per-pod figure (RunFigures::forecast_ns).
 bool IsForecastRole(const std::string& role) { return role.rfind("eta", 0) == 0; }
 
-// CPU used between two snapshots, by role; threads gone by `after` are counted up to `before`'s
-// figure only (none of berth's threads end while it serves).
-std::map<std::string, int64_t> CpuDelta(const CpuSnapshot& before, const CpuSnapshot& after) {
+// CPU used (or, with &ThreadSample::switch_ins, switch-ins) between two snapshots, by role;
+// threads gone by `after` are counted up to `before`'s figure only (none of berth's threads end
+// while it serves).
+std::map<std::string, int64_t> CpuDelta(const CpuSnapshot& before, const CpuSnapshot& after,
+                                        int64_t ThreadSample::*field = &ThreadSample::cpu_ns) {
   std::map<std::string, int64_t> out;
   for (const auto& [tid, s] : after) {
     auto it = before.find(tid);
-    out[Role(s.name)] += s.cpu_ns - (it == before.end() ? 0 : it->second.cpu_ns);
+    out[Role(s.name)] += s.*field - (it == before.end() ? 0 : it->second.*field);
   }
+  return out;
+}
+
+// ---- what the host charges for a wake-up -------------------------------------------------------
+
+// An echo process, alone on berth's CPU under --pin, answers 1 KB requests over loopback TCP from
+// this process at the loop's pace. It does nothing else: the CPU it is charged per round trip is
+// what any extender pays this host to be woken, read and answer one request at that pace. On a
+// virtual machine whose host does not report stolen time, a thread woken on an idle virtual CPU
+// may be charged for time it never ran; the figure varies with the host's load from one minute
+// to the next, so it is measured in every round, beside berth.
+struct WakeCharge {
+  bool ok = false;
+  int64_t trips = 0;
+  int64_t cpu_ns = 0;
+  int64_t switch_ins = 0;
+};
+
+constexpr size_t kEchoBytes = 1024;
+
+// Reads exactly `n` bytes; false on EOF or an error.
+bool ReadFully(int fd, char* buf, size_t n) {
+  for (size_t got = 0; got < n;) {
+    const ssize_t r = ::read(fd, buf + got, n - got);
+    if (r <= 0) return false;
+    got += static_cast<size_t>(r);
+  }
+  return true;
+}
+
+bool WriteFully(int fd, const char* buf, size_t n) {
+  for (size_t put = 0; put < n;) {
+    const ssize_t w = ::write(fd, buf + put, n - put);
+    if (w <= 0) return false;
+    put += static_cast<size_t>(w);
+  }
+  return true;
+}
+
+WakeCharge MeasureWakeCharge(const LoopOptions& o, int cpus) {
+  WakeCharge out;
+  const int listener = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (listener < 0) return out;
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(addr);
+  if (::bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 || ::listen(listener, 1) != 0 ||
+      ::getsockname(listener, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+    ::close(listener);
+    return out;
+  }
+  const pid_t child = ::fork();
+  if (child < 0) {
+    ::close(listener);
+    return out;
+  }
+  if (child == 0) {
+    // System calls only from here: the bench's other threads are not in this process.
+    if (o.pin && cpus >= 2) {
+      cpu_set_t last;
+      CPU_ZERO(&last);
+      CPU_SET(cpus - 1, &last);
+      ::sched_setaffinity(0, sizeof(last), &last);
+    }
+    const int conn = ::accept(listener, nullptr, nullptr);
+    if (conn < 0) ::_exit(1);
+    const int one = 1;
+    ::setsockopt(conn, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    char buf[kEchoBytes];
+    while (ReadFully(conn, buf, sizeof(buf)) && WriteFully(conn, buf, sizeof(buf))) {
+    }
+    ::_exit(0);
+  }
+  ::close(listener);
+  const int conn = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  const int one = 1;
+  bool ok = conn >= 0 && ::connect(conn, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
+            ::setsockopt(conn, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)) == 0;
+  std::vector<char> buf(kEchoBytes, 'x');
+  // A few trips first, so that the child has accepted and pinned itself.
+  for (int i = 0; ok && i < 20; ++i) ok = WriteFully(conn, buf.data(), buf.size()) && ReadFully(conn, buf.data(), buf.size());
+  const std::string stat = StrCat("/proc/", child, "/task/", child, "/schedstat");
+  int64_t cpu0 = 0, in0 = 0, cpu1 = 0, in1 = 0;
+  ok = ok && ReadSchedstat(stat, &cpu0, &in0);
+  const double seconds = o.quick ? 0.5 : 3;
+  const int64_t trips = o.pace > 0 ? std::max<int64_t>(20, static_cast<int64_t>(o.pace * seconds)) : 5000;
+  const auto start = SteadyClock::now();
+  for (int64_t i = 0; ok && i < trips; ++i) {
+    if (o.pace > 0) std::this_thread::sleep_until(start + std::chrono::microseconds(i * 1'000'000 / o.pace));
+    ok = WriteFully(conn, buf.data(), buf.size()) && ReadFully(conn, buf.data(), buf.size());
+  }
+  ok = ok && ReadSchedstat(stat, &cpu1, &in1);
+  if (conn >= 0) ::close(conn);
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  if (ok) out = {.ok = true, .trips = trips, .cpu_ns = cpu1 - cpu0, .switch_ins = in1 - in0};
   return out;
 }
 
@@ -461,8 +573,12 @@ struct RunFigures {
   // The bench's own /metrics reads in the window, and the CPU berth's workers spent on them;
   // left out of cpu_ns and cpu_by_role.
   int probes = 0;
-  int64_t probe_ns = 0;
+  int64_t probe_ns = 0, probe_switch_ins = 0;
   std::map<std::string, int64_t> cpu_by_role;
+  // Times berth's threads (all but the ETA forecast's) were put on a CPU in the window, by role:
+  // each one after a sleep is a wake-up, which some hosts charge far more for than others.
+  int64_t switch_ins = 0;
+  std::map<std::string, int64_t> switch_ins_by_role;
   // What berth asked of the API server in the window.
   int api_calls = 0;
   std::map<std::string, int> api_by_kind;  // "POST pods/binding", "PATCH pods", ...
@@ -685,6 +801,8 @@ RunFigures RunOnce(const LoopOptions& o, const std::string& binary, const std::s
     const CpuSnapshot after = ReadCpu(berth.pid());
     const std::map<std::string, int64_t> used = CpuDelta(before, after);
     if (auto it = used.find(Role("http-worker")); it != used.end()) f.probe_ns += it->second;
+    const std::map<std::string, int64_t> woken = CpuDelta(before, after, &ThreadSample::switch_ins);
+    if (auto it = woken.find(Role("http-worker")); it != woken.end()) f.probe_switch_ins += it->second;
     ++f.probes;
     return body;
   };
@@ -918,6 +1036,12 @@ RunFigures RunOnce(const LoopOptions& o, const std::string& binary, const std::s
   f.cpu_by_role = CpuDelta(cpu_before, cpu_after);
   f.cpu_by_role[Role("http-worker")] -= f.probe_ns;
   for (const auto& [role, ns] : f.cpu_by_role) (IsForecastRole(role) ? f.forecast_ns : f.cpu_ns) += ns;
+  for (const auto& [role, n] : CpuDelta(cpu_before, cpu_after, &ThreadSample::switch_ins)) {
+    if (IsForecastRole(role)) continue;
+    const int64_t counted = role == Role("http-worker") ? n - f.probe_switch_ins : n;
+    f.switch_ins_by_role[role] = counted;
+    f.switch_ins += counted;
+  }
   f.bound = static_cast<int>(api.bindings().size());
   for (const testing::RecordedCall& c : api.calls()) {
     // The bench's own metric reads go to berth, not the API server: every recorded call is berth's.
@@ -989,7 +1113,15 @@ int RunLoopBench(int argc, char** argv) {
     for (int pct : o.percentages) {
       const int sample = FeasibleToFind(nodes, pct);
       std::vector<RunFigures> now_runs, before_runs;
+      std::vector<WakeCharge> charges;
       for (int round = 0; round < o.rounds; ++round) {
+        if (WakeCharge c = MeasureWakeCharge(o, cpus); c.ok && c.trips > 0) {
+          charges.push_back(c);
+        } else {
+          std::printf("  %d nodes, pct %d: FAILED: the echo process that measures this host's charge for a "
+                      "wake-up did not answer\n", nodes, pct);
+          rc = 1;
+        }
         // Alternated, so a slow moment of the machine does not fall on one binary only.
         if (!o.before.empty()) {
           before_runs.push_back(
@@ -1073,6 +1205,27 @@ int RunLoopBench(int argc, char** argv) {
       std::printf("         admission plans: %s\n", plans(*now).c_str());
       std::printf("         CPU us/pod by thread: %s; not counted above: ETA forecast %.1f, the bench's %d /metrics reads %.1f\n",
                   cpu_detail.c_str(), now->forecast_ns / 1e3 / n, now->probes, now->probe_ns / 1e3 / n);
+      auto woken = [](const RunFigures& r) {
+        return absl::StrFormat("%.1f a pod (%s)", static_cast<double>(r.switch_ins) / r.pods,
+                               PerPodByRole(r.switch_ins_by_role, r.switch_ins, r.pods, 1));
+      };
+      std::printf("         switch-ins (a thread put on a CPU, most after a sleep): %s\n", woken(*now).c_str());
+      if (!charges.empty()) {
+        // The echo's CPU per round trip, its median and range over the rounds.
+        std::vector<double> per_trip;
+        double per_switch_in = 0;  // the median round's switch-ins per round trip
+        for (const WakeCharge& c : charges) per_trip.push_back(c.cpu_ns / 1e3 / c.trips);
+        std::sort(per_trip.begin(), per_trip.end());
+        for (const WakeCharge& c : charges) {
+          if (c.cpu_ns / 1e3 / c.trips == per_trip[per_trip.size() / 2]) {
+            per_switch_in = static_cast<double>(c.switch_ins) / c.trips;
+          }
+        }
+        std::printf("         this host's charge, same rounds: an echo process answering 1 KB over loopback TCP %s "
+                    "used %.1f us of CPU a round trip (%.1f to %.1f over %zu rounds), %.2f switch-ins each\n",
+                    o.pace > 0 ? StrCat("at ", o.pace, " a second").c_str() : "back to back", per_trip[per_trip.size() / 2],
+                    per_trip.front(), per_trip.back(), per_trip.size(), per_switch_in);
+      }
       auto by_thread = [](const RunFigures& r) { return PerPodByRole(r.syscalls_by_role, r.syscalls, r.pods, 1); };
       if (now->syscalls >= 0) std::printf("         syscalls/pod by thread: %s\n", by_thread(*now).c_str());
       if (o.syscalls && now->syscalls < 0) std::printf("         syscalls: perf could not count them\n");
@@ -1084,6 +1237,7 @@ int RunLoopBench(int argc, char** argv) {
         std::printf("         before: CPU us/pod by thread: %s; not counted above: the bench's %d /metrics reads %.1f\n",
                     cpu_by_thread(*before).c_str(), before->probes, before->probe_ns / 1e3 / before->pods);
         std::printf("         before: admission plans: %s\n", plans(*before).c_str());
+        std::printf("         before: switch-ins: %s\n", woken(*before).c_str());
         if (before->syscalls >= 0) std::printf("         before: syscalls/pod by thread: %s\n", by_thread(*before).c_str());
       }
       std::fflush(stdout);
