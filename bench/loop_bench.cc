@@ -288,6 +288,17 @@ std::map<std::string, int64_t> CpuDelta(const CpuSnapshot& before, const CpuSnap
 
 // ---- what the host charges for a wake-up -------------------------------------------------------
 
+// With --pin on two CPUs or more, berth's CPU is the last one: this thread moves there (berth,
+// and the echo below, start from it and inherit it). Nothing without --pin.
+void PinToBerthCpu(const LoopOptions& o, int cpus) {
+  if (!o.pin || cpus < 2) return;
+  cpu_set_t last;
+  CPU_ZERO(&last);
+  CPU_SET(cpus - 1, &last);
+  ::sched_setaffinity(0, sizeof(last), &last);
+}
+
+
 // An echo process, alone on berth's CPU under --pin, answers 1 KB requests over loopback TCP from
 // this process at the loop's pace. It does nothing else: the CPU it is charged per round trip is
 // what any extender pays this host to be woken, read and answer one request at that pace. On a
@@ -342,12 +353,7 @@ WakeCharge MeasureWakeCharge(const LoopOptions& o, int cpus) {
   }
   if (child == 0) {
     // System calls only from here: the bench's other threads are not in this process.
-    if (o.pin && cpus >= 2) {
-      cpu_set_t last;
-      CPU_ZERO(&last);
-      CPU_SET(cpus - 1, &last);
-      ::sched_setaffinity(0, sizeof(last), &last);
-    }
+    PinToBerthCpu(o, cpus);
     const int conn = ::accept(listener, nullptr, nullptr);
     if (conn < 0) ::_exit(1);
     const int one = 1;
@@ -377,6 +383,8 @@ WakeCharge MeasureWakeCharge(const LoopOptions& o, int cpus) {
   }
   ok = ok && ReadSchedstat(stat, &cpu1, &in1);
   if (conn >= 0) ::close(conn);
+  // An echo never reached still waits in accept.
+  if (!ok) ::kill(child, SIGKILL);
   int status = 0;
   ::waitpid(child, &status, 0);
   if (ok) out = {.ok = true, .trips = trips, .cpu_ns = cpu1 - cpu0, .switch_ins = in1 - in0};
@@ -768,13 +776,8 @@ RunFigures RunOnce(const LoopOptions& o, const std::string& binary, const std::s
   cpu_set_t mine;
   CPU_ZERO(&mine);
   const int cpus = static_cast<int>(std::thread::hardware_concurrency());
-  if (o.pin && cpus >= 2) {
-    ::sched_getaffinity(0, sizeof(mine), &mine);
-    cpu_set_t last;
-    CPU_ZERO(&last);
-    CPU_SET(cpus - 1, &last);
-    ::sched_setaffinity(0, sizeof(last), &last);
-  }
+  if (o.pin && cpus >= 2) ::sched_getaffinity(0, sizeof(mine), &mine);
+  PinToBerthCpu(o, cpus);
   const absl::Status started = berth.Start(binary,
                            {"serve", "--kubeconfig", kubeconfig, "--config", config, "--listen",
                             "127.0.0.1:0", "--log-level", "warn"},
