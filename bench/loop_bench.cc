@@ -1214,20 +1214,16 @@ int RunLoopBench(int argc, char** argv) {
       };
       std::printf("         switch-ins (a thread put on a CPU, most after a sleep): %s\n", woken(*now).c_str());
       if (!charges.empty()) {
-        // The echo's CPU per round trip, its median and range over the rounds.
-        std::vector<double> per_trip;
-        double per_switch_in = 0;  // the median round's switch-ins per round trip
-        for (const WakeCharge& c : charges) per_trip.push_back(c.cpu_ns / 1e3 / c.trips);
-        std::sort(per_trip.begin(), per_trip.end());
-        for (const WakeCharge& c : charges) {
-          if (c.cpu_ns / 1e3 / c.trips == per_trip[per_trip.size() / 2]) {
-            per_switch_in = static_cast<double>(c.switch_ins) / c.trips;
-          }
-        }
+        // The echo's CPU per round trip: the median round, and the range over the rounds.
+        auto per_trip = [](const WakeCharge& c) { return c.cpu_ns / 1e3 / c.trips; };
+        std::sort(charges.begin(), charges.end(),
+                  [&](const WakeCharge& a, const WakeCharge& b) { return per_trip(a) < per_trip(b); });
+        const WakeCharge& mid = charges[charges.size() / 2];
         std::printf("         this host's charge, same rounds: an echo process answering 1 KB over loopback TCP %s "
                     "used %.1f us of CPU a round trip (%.1f to %.1f over %zu rounds), %.2f switch-ins each\n",
-                    o.pace > 0 ? StrCat("at ", o.pace, " a second").c_str() : "back to back", per_trip[per_trip.size() / 2],
-                    per_trip.front(), per_trip.back(), per_trip.size(), per_switch_in);
+                    o.pace > 0 ? StrCat("at ", o.pace, " a second").c_str() : "back to back", per_trip(mid),
+                    per_trip(charges.front()), per_trip(charges.back()), charges.size(),
+                    static_cast<double>(mid.switch_ins) / mid.trips);
       }
       auto by_thread = [](const RunFigures& r) { return PerPodByRole(r.syscalls_by_role, r.syscalls, r.pods, 1); };
       if (now->syscalls >= 0) std::printf("         syscalls/pod by thread: %s\n", by_thread(*now).c_str());
