@@ -575,7 +575,10 @@ Reply Service::WhatIf(std::string_view body, bool text) const {
 
   // ---- the page for people ------------------------------------------------------------------
   std::string page = StrCat("what-if at ", out["time"].get<std::string>(), ": ", decision);
-  if (all_placed) StrAppend(&page, " (", out["pods"].size(), " pods, at most ", max_hops, " hops apart)");
+  if (all_placed && out["pods"].size() == 1) page += " (1 pod)";
+  if (all_placed && out["pods"].size() > 1) {
+    StrAppend(&page, " (", out["pods"].size(), " pods, at most ", max_hops, " hops apart)");
+  }
   page += "\n";
   for (const Json& p : out["pods"]) {
     StrAppend(&page, "  ", p["pod"].get<std::string>(), ": ", p["decision"].get<std::string>());

@@ -144,6 +144,8 @@ TEST_CASE("what-if: a gang is placed where its admission reserves room, with its
   std::set<std::string> predicted;
   for (const Json& p : w["pods"]) predicted.insert(p["node"].get<std::string>());
   CHECK(predicted == std::set<std::string>{"g3", "g4"});
+  const extender::Reply text = h.service().WhatIf(Dump(members, {group}), true);
+  CHECK(text.body.find(": runs now (2 pods, at most 2 hops apart)\n") != std::string::npos);
 
   // Submitted: the first member's filter admits the gang; each member is offered its node.
   Submit(h, members, {group});
@@ -313,6 +315,9 @@ TEST_CASE("what-if: served on the read-only operations port, which refuses every
   REQUIRE(r);
   CHECK(r->status == 200);
   CHECK(r->body.find("ml/p: runs now on n1") != std::string::npos);
+  // One pod has no distance to speak of: "(1 pod)", not "(1 pods, at most 0 hops apart)".
+  CHECK(r->body.find(": runs now (1 pod)\n") != std::string::npos);
+  CHECK(r->body.find("hops apart") == std::string::npos);
   r = c.Post("/filter", ArgsNames(Json::parse(pod), {"n1"}).dump(), "application/json");
   REQUIRE(r);
   CHECK(r->status == 403);
