@@ -37,6 +37,11 @@ set_tests_properties(cli.version PROPERTIES
 add_test(NAME cli.version.exit COMMAND berth version)
 set_tests_properties(cli.version.exit PROPERTIES TIMEOUT 10 LABELS cli)
 
+add_test(NAME cli.version.commit
+  COMMAND ${CMAKE_COMMAND} -DBERTH=$<TARGET_FILE:berth> -DSRC=${PROJECT_SOURCE_DIR}
+          -P ${BERTH_CLI_DATA}/version_commit_test.cmake)
+set_tests_properties(cli.version.commit PROPERTIES TIMEOUT 10 LABELS cli)
+
 add_test(NAME cli.version-flag COMMAND berth --version)
 set_tests_properties(cli.version-flag PROPERTIES
   PASS_REGULAR_EXPRESSION "^berth ${PROJECT_VERSION} " TIMEOUT 10 LABELS cli)
