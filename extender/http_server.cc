@@ -35,6 +35,7 @@
 #include <exception>
 #include <limits>
 #include <mutex>
+#include <optional>
 #include <string_view>
 #include <unordered_map>
 #include <vector>
@@ -1456,9 +1457,19 @@ Reply HttpServer::Impl::Route(const http::RequestHead& head, std::string_view bo
                               std::string* extra) {
   const std::string_view path = head.path;
   const bool verb = IsVerbPath(path);
+  // ?format= is json (the default) or text. Anything else is refused by name, not answered in
+  // JSON as if it had not been asked; /metrics has one format (Prometheus text) and ignores it.
+  const std::string format = http::QueryParam(head.query, "format");
+  const bool text = format == "text";
+  auto bad_format = [&]() -> std::optional<Reply> {
+    if (format.empty() || format == "json" || text) return std::nullopt;
+    return ErrorReply(400, StrCat("format: expected json or text, got \"",
+                                  std::string_view(format).substr(0, 64), "\""));
+  };
   if (head.method == "POST" && path == "/v1/whatif") {
     // It changes nothing (a copy of the state decides), so the read-only port serves it too.
-    return service_->WhatIf(body, http::QueryParam(head.query, "format") == "text");
+    if (std::optional<Reply> bad = bad_format()) return *std::move(bad);
+    return service_->WhatIf(body, text);
   }
   if (head.method == "POST") {
     if (options_.read_only) {
@@ -1485,11 +1496,19 @@ Reply HttpServer::Impl::Route(const http::RequestHead& head, std::string_view bo
     *extra = "Allow: GET, HEAD, POST\r\n";
     return RouteError(path, 405, StrCat("method ", head.method, " not allowed (GET, HEAD and POST are)"));
   }
-  const bool text = http::QueryParam(head.query, "format") == "text";
+  if (path == "/metrics") return service_->Metrics();
+  static constexpr std::string_view kGetPaths[] = {
+      "/healthz",     "/readyz",      "/version",      "/debug/nodes",   "/debug/pods",
+      "/debug/pools", "/debug/gangs", "/debug/queues", "/debug/explain", "/debug/snapshot"};
+  if (std::find(std::begin(kGetPaths), std::end(kGetPaths), path) == std::end(kGetPaths)) {
+    std::string known = "GET /metrics";
+    for (std::string_view p : kGetPaths) StrAppend(&known, ", ", p);
+    return ErrorReply(404, StrCat("no such endpoint: ", head.method, " ", path, " (", known, ")"));
+  }
+  if (std::optional<Reply> bad = bad_format()) return *std::move(bad);
   if (path == "/healthz") return service_->Healthz(text);
   if (path == "/readyz") return service_->Readyz(text);
   if (path == "/version") return service_->Version(text);
-  if (path == "/metrics") return service_->Metrics();
   if (path == "/debug/nodes") return service_->DebugNodes(text);
   if (path == "/debug/pods") {
     const std::string all = http::QueryParam(head.query, "all");
@@ -1499,11 +1518,7 @@ Reply HttpServer::Impl::Route(const http::RequestHead& head, std::string_view bo
   if (path == "/debug/gangs") return service_->DebugGangs(text);
   if (path == "/debug/queues") return service_->DebugQueues(text);
   if (path == "/debug/explain") return service_->DebugExplain(http::QueryParam(head.query, "pod"), text);
-  if (path == "/debug/snapshot") return service_->DebugSnapshot(text);
-  return ErrorReply(404, StrCat("no such endpoint: ", head.method, " ", path,
-                                " (GET /healthz, /readyz, /version, /metrics, /debug/nodes, "
-                                "/debug/pods, /debug/pools, /debug/gangs, /debug/queues, "
-                                "/debug/explain, /debug/snapshot)"));
+  return service_->DebugSnapshot(text);
 }
 
 // ---- HttpServer ---------------------------------------------------------------------------------

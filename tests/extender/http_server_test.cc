@@ -409,6 +409,22 @@ TEST_CASE("http: operations endpoints answer JSON, and text/plain with ?format=t
     CHECK_FALSE(Json::accept(text.body));
   }
 
+  // Any other format is refused by name, not answered in JSON; json is the default said aloud.
+  for (const std::string path : {"/healthz", "/debug/nodes", "/debug/queues", "/debug/explain?pod=x/y&"}) {
+    INFO(path);
+    const std::string sep = path.find('?') == std::string::npos ? "?" : "";
+    RawResponse bad = MustRequest(c, "GET", path + sep + "format=xml");
+    CHECK(bad.status == 400);
+    CHECK(Expect(bad, 400)["error"] == "format: expected json or text, got \"xml\"");
+  }
+  CHECK(Expect(MustRequest(c, "GET", "/debug/nodes?format=json"), 200)["nodes"].size() == 4);
+  CHECK(MustRequest(c, "GET", "/metrics?format=xml").status == 200);  // Prometheus text only
+  // An unknown path is still a 404 that lists the paths served, whatever the format.
+  RawResponse missing = MustRequest(c, "GET", "/debug/nope?format=xml");
+  CHECK(missing.status == 404);
+  CHECK(missing.body.find("/debug/snapshot") != std::string::npos);
+  CHECK(missing.body.find("/metrics") != std::string::npos);
+
   CHECK(Expect(MustRequest(c, "GET", "/readyz"), 200)["ready"] == true);
   CHECK(Expect(MustRequest(c, "GET", "/version"), 200)["version"].is_string());
   CHECK(MustRequest(c, "GET", "/version?format=text").body.find("berth") != std::string::npos);

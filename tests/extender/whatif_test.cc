@@ -318,6 +318,10 @@ TEST_CASE("what-if: served on the read-only operations port, which refuses every
   // One pod has no distance to speak of: "(1 pod)", not "(1 pods, at most 0 hops apart)".
   CHECK(r->body.find(": runs now (1 pod)\n") != std::string::npos);
   CHECK(r->body.find("hops apart") == std::string::npos);
+  r = c.Post("/v1/whatif?format=yaml", pod, "application/yaml");
+  REQUIRE(r);
+  CHECK(r->status == 400);
+  CHECK(r->body.find(R"(format: expected json or text, got \"yaml\")") != std::string::npos);
   r = c.Post("/filter", ArgsNames(Json::parse(pod), {"n1"}).dump(), "application/json");
   REQUIRE(r);
   CHECK(r->status == 403);
