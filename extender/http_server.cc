@@ -81,6 +81,13 @@ bool IsVerbPath(std::string_view path) {
 
 /// The error body of a route: {"Error": ...} on the verbs (the protocol's field), {"error": ...}
 /// elsewhere.
+/// `?format=` is json (the default) or text. Anything else is refused by name, not answered in
+/// JSON as if it had not been asked. (/metrics has one format, Prometheus text, and ignores it.)
+std::optional<Reply> BadFormat(std::string_view format) {
+  if (format.empty() || format == "json" || format == "text") return std::nullopt;
+  return ErrorReply(400, StrCat("format: expected json or text, got \"", format.substr(0, 64), "\""));
+}
+
 Reply RouteError(std::string_view path, int status, std::string_view message) {
   return IsVerbPath(path) ? VerbErrorReply(status, message) : ErrorReply(status, message);
 }
@@ -1457,19 +1464,11 @@ Reply HttpServer::Impl::Route(const http::RequestHead& head, std::string_view bo
                               std::string* extra) {
   const std::string_view path = head.path;
   const bool verb = IsVerbPath(path);
-  // ?format= is json (the default) or text. Anything else is refused by name, not answered in
-  // JSON as if it had not been asked; /metrics has one format (Prometheus text) and ignores it.
-  const std::string format = http::QueryParam(head.query, "format");
-  const bool text = format == "text";
-  auto bad_format = [&]() -> std::optional<Reply> {
-    if (format.empty() || format == "json" || text) return std::nullopt;
-    return ErrorReply(400, StrCat("format: expected json or text, got \"",
-                                  std::string_view(format).substr(0, 64), "\""));
-  };
   if (head.method == "POST" && path == "/v1/whatif") {
     // It changes nothing (a copy of the state decides), so the read-only port serves it too.
-    if (std::optional<Reply> bad = bad_format()) return *std::move(bad);
-    return service_->WhatIf(body, text);
+    const std::string format = http::QueryParam(head.query, "format");
+    if (std::optional<Reply> bad = BadFormat(format)) return *std::move(bad);
+    return service_->WhatIf(body, format == "text");
   }
   if (head.method == "POST") {
     if (options_.read_only) {
@@ -1505,7 +1504,9 @@ Reply HttpServer::Impl::Route(const http::RequestHead& head, std::string_view bo
     for (std::string_view p : kGetPaths) StrAppend(&known, ", ", p);
     return ErrorReply(404, StrCat("no such endpoint: ", head.method, " ", path, " (", known, ")"));
   }
-  if (std::optional<Reply> bad = bad_format()) return *std::move(bad);
+  const std::string format = http::QueryParam(head.query, "format");
+  if (std::optional<Reply> bad = BadFormat(format)) return *std::move(bad);
+  const bool text = format == "text";
   if (path == "/healthz") return service_->Healthz(text);
   if (path == "/readyz") return service_->Readyz(text);
   if (path == "/version") return service_->Version(text);
