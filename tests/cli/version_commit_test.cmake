@@ -12,5 +12,6 @@ else()
   set(want "\\(commit ${head}(-dirty)?, ")
 endif()
 if(NOT out MATCHES "${want}")
-  message(FATAL_ERROR "berth version says \"${out}\"; expected the commit to match ${want}")
+  message(FATAL_ERROR "berth version says \"${out}\"; expected the commit to match ${want} "
+                      "(a binary built before the last commit says so too: build, then test)")
 endif()
