@@ -81,15 +81,15 @@ bool IsVerbPath(std::string_view path) {
 
 /// The error body of a route: {"Error": ...} on the verbs (the protocol's field), {"error": ...}
 /// elsewhere.
+Reply RouteError(std::string_view path, int status, std::string_view message) {
+  return IsVerbPath(path) ? VerbErrorReply(status, message) : ErrorReply(status, message);
+}
+
 /// `?format=` is json (the default) or text. Anything else is refused by name, not answered in
 /// JSON as if it had not been asked. (/metrics has one format, Prometheus text, and ignores it.)
 std::optional<Reply> BadFormat(std::string_view format) {
   if (format.empty() || format == "json" || format == "text") return std::nullopt;
   return ErrorReply(400, StrCat("format: expected json or text, got \"", format.substr(0, 64), "\""));
-}
-
-Reply RouteError(std::string_view path, int status, std::string_view message) {
-  return IsVerbPath(path) ? VerbErrorReply(status, message) : ErrorReply(status, message);
 }
 
 int SocketPort(const sockaddr_storage& addr) {
