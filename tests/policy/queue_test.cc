@@ -172,5 +172,31 @@ TEST_CASE("fair share: a plan is reused for planReuse from when it was done, not
   CHECK(next->JobOf("a") != nullptr);
 }
 
+
+TEST_CASE("fair share: a job no node could ever take holds no room and no place in line", "[queue]") {
+  core::FakeClock clock;
+  core::ClusterModel model(&clock);
+  Fill(model, 2, 7);  // two 8-CPU nodes, 1 CPU free on each
+  FairShare book(QueueConfig{}, "berth-scheduler");
+  // The older job asks for more than any node has; the younger one fits.
+  model.Apply(core::PodUpsert{Managed(CorePod("huge", "", 16000, kGi))});
+  clock.Advance(absl::Seconds(1));
+  model.Apply(core::PodUpsert{Managed(CorePod("small", "", 1000, kGi))});
+  auto plan = book.PlanFor(*model.Read(), clock.Now(), "small");
+  const PlannedJob* huge = plan->JobOf("huge");
+  const PlannedJob* small = plan->JobOf("small");
+  REQUIRE(huge != nullptr);
+  REQUIRE(small != nullptr);
+  CHECK(huge->state == JobState::kUnplaceable);
+  CHECK(huge->position == 0);
+  // The why names no rule it cannot know (the node filters do), and what the job needs.
+  CHECK_THAT(huge->why, Catch::StartsWith("no node could ever take it as the cluster stands"));
+  CHECK_THAT(huge->why, Catch::Contains("/debug/explain"));
+  CHECK_THAT(huge->why, Catch::Contains("cpu"));
+  // It goes on to the node filters, which say why; the job behind it is not held back.
+  CHECK(AdmissionVerdict(*plan, *model.Read(), Managed(CorePod("huge", "", 16000, kGi))).ok());
+  CHECK(small->state == JobState::kAdmitted);
+}
+
 }  // namespace
 }  // namespace berth::policy
