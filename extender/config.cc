@@ -196,7 +196,7 @@ absl::Status ReadIntRange(const Settings& obj, std::string_view key, int64_t min
                           std::optional<int64_t>* out) {
   if (auto s = policy::ReadInt(obj, key, out); !s.ok()) return s;
   if (*out && (**out < min || **out > max)) {
-    return obj.Find(key)->Error(StrCat("expected ", min, "..", max));
+    return obj.Find(key)->Error(StrCat("expected ", min, "..", max, ", got ", **out));
   }
   return absl::OkStatus();
 }

@@ -150,7 +150,7 @@ absl::Status ReadSeconds(const Settings& map, std::string_view key, double min, 
   if (v == nullptr) return absl::OkStatus();
   double seconds = 0;
   if (!ReadNumber(map, key, min, max, &seconds).ok()) {
-    return v->Error(v->is_number() ? StrCat("expected ", min, "..", max, " seconds")
+    return v->Error(v->is_number() ? StrCat("expected ", min, "..", max, " seconds, got ", v->Written())
                                    : std::string("expected a number of seconds"));
   }
   *out = absl::Seconds(seconds);

@@ -66,6 +66,16 @@ TEST_CASE("config: a module's own section reaches it by the registry alone", "[c
                           "c.json: dial: unknown field (known: "));
 }
 
+TEST_CASE("config: a number out of range names the range and the number given", "[config]") {
+  CHECK(testing::ConfigError(R"({"httpThreads": 1})") == "c.json: httpThreads: expected 2..1024, got 1");
+  CHECK(testing::ConfigError(R"({"maxRequestBytes": 10})") ==
+        "c.json: maxRequestBytes: expected 1024..4294967296, got 10");
+  CHECK(testing::ConfigError(R"({"eta": {"intervalSeconds": -1}})") ==
+        "c.json: eta.intervalSeconds: expected 1..86400 seconds, got -1");
+  CHECK(testing::ConfigError(R"({"kubernetes": {"watchTimeoutSeconds": 0.01}})") ==
+        "c.json: kubernetes.watchTimeoutSeconds: expected 0.1..3600 seconds, got 0.01");
+}
+
 TEST_CASE("config: the unknown top-level field lists the extender's fields and the modules' "
           "sections", "[config]") {
   CHECK(testing::ConfigError(R"({"gang": {}})") ==

@@ -81,7 +81,7 @@ TEST_CASE("Settings readers: types, ranges and unknown keys name the field", "[s
   REQUIRE(ReadNumber(s, "f", 0, 4, &d).ok());
   CHECK(d == 2.5);
   absl::Duration t = absl::Seconds(7);
-  CHECK(ReadSeconds(s, "n", 0.1, 1, &t).message() == "s.n: expected 0.1..1 seconds");
+  CHECK(ReadSeconds(s, "n", 0.1, 1, &t).message() == "s.n: expected 0.1..1 seconds, got 5");
   CHECK(ReadSeconds(s, "t", 0.1, 1, &t).message() == "s.t: expected a number of seconds");
   REQUIRE(ReadSeconds(s, "absent", 0.1, 1, &t).ok());
   CHECK(t == absl::Seconds(7));
@@ -115,13 +115,13 @@ TEST_CASE("gang settings: defaults, good values, each bad value, unknown key", "
         absl::Milliseconds(500));
 
   CHECK(Bad(&ParseGangSettings, "gangs", "scheduleTimeoutSeconds", 0) ==
-        "gangs.scheduleTimeoutSeconds: expected 0.1..86400 seconds");
+        "gangs.scheduleTimeoutSeconds: expected 0.1..86400 seconds, got 0");
   CHECK(Bad(&ParseGangSettings, "gangs", "scheduleTimeoutSeconds", "60s") ==
         "gangs.scheduleTimeoutSeconds: expected a number of seconds");
   CHECK(Bad(&ParseGangSettings, "gangs", "freezeWindowSeconds", -5) ==
-        "gangs.freezeWindowSeconds: expected 0.1..86400 seconds");
+        "gangs.freezeWindowSeconds: expected 0.1..86400 seconds, got -5");
   CHECK(Bad(&ParseGangSettings, "gangs", "freezeWindowSeconds", 0.05) ==
-        "gangs.freezeWindowSeconds: expected 0.1..86400 seconds");
+        "gangs.freezeWindowSeconds: expected 0.1..86400 seconds, got 0.05");
   CHECK(Bad(&ParseGangSettings, "gangs", "releaseIncomplete", "yes") ==
         "gangs.releaseIncomplete: expected true or false, got a string");
   CHECK(Bad(&ParseGangSettings, "gangs", "timeout", 3) ==
@@ -170,11 +170,11 @@ TEST_CASE("queue settings: defaults, good values, each bad value, unknown key",
   CHECK(Bad(&ParseQueueSettings, "queues", "excessBudget", -5) ==
         "queues.excessBudget: expected 0..1e+15, got -5");
   CHECK(Bad(&ParseQueueSettings, "queues", "halfTimeSeconds", 0) ==
-        "queues.halfTimeSeconds: expected 1..2592000 seconds");
+        "queues.halfTimeSeconds: expected 1..2592000 seconds, got 0");
   CHECK(Bad(&ParseQueueSettings, "queues", "halfTimeSeconds", "10m") ==
         "queues.halfTimeSeconds: expected a number of seconds");
   CHECK(Bad(&ParseQueueSettings, "queues", "agingIntervalSeconds", -1) ==
-        "queues.agingIntervalSeconds: expected 0..2592000 seconds");
+        "queues.agingIntervalSeconds: expected 0..2592000 seconds, got -1");
   CHECK(Bad(&ParseQueueSettings, "queues", "planReuseMilliseconds", 60000) ==
         "queues.planReuseMilliseconds: expected 0..10000, got 60000");
   CHECK(Bad(&ParseQueueSettings, "queues", "admittedPlanReuseMilliseconds", -1) ==
@@ -196,7 +196,7 @@ TEST_CASE("pools settings: the reclaim timeout; the status interval is not the m
         absl::Milliseconds(500));
 
   CHECK(Bad(&ParsePoolsSettings, "pools", "reclaimTimeoutSeconds", 0) ==
-        "pools.reclaimTimeoutSeconds: expected 0.1..86400 seconds");
+        "pools.reclaimTimeoutSeconds: expected 0.1..86400 seconds, got 0");
   CHECK(Bad(&ParsePoolsSettings, "pools", "reclaimTimeoutSeconds", "soon") ==
         "pools.reclaimTimeoutSeconds: expected a number of seconds");
   CHECK(Bad(&ParsePoolsSettings, "pools", "reclaimTimeout", 3) ==
