@@ -999,6 +999,13 @@ absl::StatusOr<std::vector<core::ModelEvent>> DecodeWatchEvents(
     auto type = OptionalString(*ev, "type", path);
     if (!type.ok()) return type.status();
     if (!type->has_value()) {
+      // A bare object where its event belongs: say what to wrap it in.
+      std::string_view kind;
+      if ((*ev)["kind"].get_string().get(kind) == simdjson::SUCCESS) {
+        return FieldError(path, StrCat("expected a watch event {\"type\": ADDED, MODIFIED or DELETED, "
+                                       "\"object\": ...}, got a bare ", kind.substr(0, 32),
+                                       " object; wrap it: {\"type\":\"ADDED\",\"object\":{...}}"));
+      }
       return FieldError(path.Field("type"), "required: expected ADDED, MODIFIED or DELETED");
     }
     const bool deleted = **type == "DELETED";

@@ -929,6 +929,11 @@ std::vector<BadCase> BadCases() {
        Dump(Event("ADDED", {{"kind", "Secret"}, {"metadata", {{"name", "s"}}}})),
        "object.kind: unsupported kind \"Secret\""},
       {"events array of numbers", Endpoint::kEvents, "[1]", "[0]: expected an object, got a number"},
+      {"events bare object", Endpoint::kEvents, Dump(Json::array({MakeNode("bare").Cpu("8").Obj()})),
+       "[0]: expected a watch event {\"type\": ADDED, MODIFIED or DELETED, \"object\": ...}, got a bare "
+       "Node object; wrap it: {\"type\":\"ADDED\",\"object\":{...}}"},
+      {"events without a type", Endpoint::kEvents, R"({"object": {}})",
+       "type: required: expected ADDED, MODIFIED or DELETED"},
       {"events 3rd event bad", Endpoint::kEvents,
        Dump(Json::array({Event("ADDED", MakeNode("new-node").Cpu("8").Obj()),
                          Event("ADDED", MakePod("new-pod").Cpu("1").Node("n1").Phase("Running").Obj()),
