@@ -20,6 +20,24 @@ const core::PodState* FindByKey(const core::ClusterState& state, std::string_vie
   return state.FindPodByName(key.substr(0, slash), key.substr(slash + 1));
 }
 
+// A job no node could ever take (its admission plan says so) starts in no forecast, however
+// far ahead it looks: say that, rather than that nothing within the horizon makes room.
+void NameUnplaceable(Service& service, absl::Time now, Forecast* f) {
+  policy::FairShare* book = service.fair_share();
+  if (book == nullptr) return;
+  const bool any = std::any_of(f->jobs.begin(), f->jobs.end(), [](const JobEta& e) { return !e.start; });
+  if (!any) return;
+  auto view = service.model().Read();
+  const std::shared_ptr<const policy::AdmissionPlan> plan = book->Published(*view, now);
+  for (JobEta& e : f->jobs) {
+    if (e.start || e.pods.empty()) continue;
+    const core::PodState* p = FindByKey(*view, e.pods.front());
+    const policy::PlannedJob* job = p != nullptr ? plan->JobOf(p->pod.uid.view()) : nullptr;
+    if (job == nullptr || job->state != policy::JobState::kUnplaceable) continue;
+    e.unknown = "no node could ever take it as the cluster stands (the node filters say why: /debug/explain)";
+  }
+}
+
 }  // namespace
 
 EtaRunner::EtaRunner(Service* service, const core::Clock* clock, Config config)
@@ -88,6 +106,7 @@ absl::Status EtaRunner::RunPass() {
   }
   spdlog::debug("ETA forecast: {} waiting jobs, {} running ({} of unknown duration), {:.3f}s",
                 f->jobs.size(), f->running_jobs, f->running_unknown, f->wall_seconds);
+  NameUnplaceable(*service_, o.now, &*f);
   if (annotator_ != nullptr) PlanAnnotations(*f);
   service_->SetForecast(std::make_shared<const Forecast>(*std::move(f)));
   return absl::OkStatus();

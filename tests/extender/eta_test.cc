@@ -235,6 +235,29 @@ TEST_CASE("eta: a job behind running work of unknown duration gets no time, and 
   CHECK(h.service().Metrics().body.find("berth_eta_unknown_jobs 1") != std::string::npos);
 }
 
+TEST_CASE("eta: a job no node could ever take gets no time, and says so rather than the horizon", "[eta]") {
+  Harness h;
+  StartAtT0(h);
+  h.Apply(TwoNodes());
+  // 16 GPUs: more than either 8-GPU node will ever have. A pod that fits is forecast beside it.
+  h.Apply(Json::array({Event("ADDED", MakePod("huge").Cpu("1").Gpu(16).Created(At(-absl::Minutes(2))).Obj()),
+                       Event("ADDED", Running("default", "r", "n1", absl::Minutes(5))
+                                          .Annotation("berth.io/expected-duration", "1h").Obj()),
+                       Event("ADDED", Running("default", "s", "n2", absl::Minutes(5))
+                                          .Annotation("berth.io/expected-duration", "1h").Obj()),
+                       Event("ADDED", MakePod("w").Cpu("1").Gpu(8).Created(At(-absl::Minutes(1))).Obj())}));
+  extender::sim::EtaRunner runner(&h.service(), &h.clock(), EtaConfig());
+  REQUIRE(runner.RunPass().ok());
+  std::shared_ptr<const extender::Forecast> f = h.service().forecast();
+  const extender::JobEta& huge = EtaOfJob(*f, "default/huge");
+  CHECK_FALSE(huge.start.has_value());
+  CHECK(huge.unknown == "no node could ever take it as the cluster stands (the node filters say why: /debug/explain)");
+  const Json explain = ParseReply(h.service().DebugExplain("default/huge", false));
+  CHECK(explain["eta"]["unknown"].get<std::string>().find("no node could ever take it") != std::string::npos);
+  // The job that fits keeps its time: after r or s ends, at T0+55m.
+  CheckStartsAt(EtaOfJob(*f, "default/w"), absl::Minutes(55));
+}
+
 TEST_CASE("eta: a pod that arrived after the latest pass, and the forecast turned off, say so", "[eta]") {
   Harness h;
   StartAtT0(h);
