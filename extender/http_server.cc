@@ -1513,6 +1513,10 @@ Reply HttpServer::Impl::Route(const http::RequestHead& head, std::string_view bo
   if (path == "/debug/nodes") return service_->DebugNodes(text);
   if (path == "/debug/pods") {
     const std::string all = http::QueryParam(head.query, "all");
+    if (!all.empty() && all != "1" && all != "true" && all != "0" && all != "false") {
+      return ErrorReply(400, StrCat("all: expected 1, true, 0 or false, got \"",
+                                    std::string_view(all).substr(0, 64), "\""));
+    }
     return service_->DebugPods(text, all == "1" || all == "true");
   }
   if (path == "/debug/pools") return service_->DebugPools(text);

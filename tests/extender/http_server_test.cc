@@ -419,6 +419,9 @@ TEST_CASE("http: operations endpoints answer JSON, and text/plain with ?format=t
   }
   CHECK(Expect(MustRequest(c, "GET", "/debug/nodes?format=json"), 200)["nodes"].size() == 4);
   CHECK(MustRequest(c, "GET", "/metrics?format=xml").status == 200);  // Prometheus text only
+  CHECK(Expect(MustRequest(c, "GET", "/debug/pods?all=yes"), 400)["error"] ==
+        "all: expected 1, true, 0 or false, got \"yes\"");
+  CHECK(Expect(MustRequest(c, "GET", "/debug/pods?all=0"), 200)["pods"].is_array());
   // An unknown path is still a 404 that lists the paths served, whatever the format.
   RawResponse missing = MustRequest(c, "GET", "/debug/nope?format=xml");
   CHECK(missing.status == 404);
