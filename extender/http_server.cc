@@ -33,6 +33,7 @@
 #include <cstring>
 #include <deque>
 #include <exception>
+#include <initializer_list>
 #include <limits>
 #include <mutex>
 #include <optional>
@@ -85,11 +86,19 @@ Reply RouteError(std::string_view path, int status, std::string_view message) {
   return IsVerbPath(path) ? VerbErrorReply(status, message) : ErrorReply(status, message);
 }
 
-/// `?format=` is json (the default) or text. Anything else is refused by name, not answered in
-/// JSON as if it had not been asked. (/metrics has one format, Prometheus text, and ignores it.)
+/// A query parameter given a value it does not take is refused by name (400), not read as its
+/// default as if it had not been asked. Absent (empty) is always allowed. `allowed` as said.
+std::optional<Reply> BadQueryValue(std::string_view name, std::string_view value,
+                                   std::initializer_list<std::string_view> allowed,
+                                   std::string_view said) {
+  if (value.empty() || std::find(allowed.begin(), allowed.end(), value) != allowed.end()) return std::nullopt;
+  return ErrorReply(400, StrCat(name, ": expected ", said, ", got \"", value.substr(0, 64), "\""));
+}
+
+/// `?format=` is json (the default) or text. (/metrics has one format, Prometheus text, and
+/// ignores it.)
 std::optional<Reply> BadFormat(std::string_view format) {
-  if (format.empty() || format == "json" || format == "text") return std::nullopt;
-  return ErrorReply(400, StrCat("format: expected json or text, got \"", format.substr(0, 64), "\""));
+  return BadQueryValue("format", format, {"json", "text"}, "json or text");
 }
 
 int SocketPort(const sockaddr_storage& addr) {
@@ -1513,9 +1522,8 @@ Reply HttpServer::Impl::Route(const http::RequestHead& head, std::string_view bo
   if (path == "/debug/nodes") return service_->DebugNodes(text);
   if (path == "/debug/pods") {
     const std::string all = http::QueryParam(head.query, "all");
-    if (!all.empty() && all != "1" && all != "true" && all != "0" && all != "false") {
-      return ErrorReply(400, StrCat("all: expected 1, true, 0 or false, got \"",
-                                    std::string_view(all).substr(0, 64), "\""));
+    if (std::optional<Reply> bad = BadQueryValue("all", all, {"1", "true", "0", "false"}, "1, true, 0 or false")) {
+      return *std::move(bad);
     }
     return service_->DebugPods(text, all == "1" || all == "true");
   }

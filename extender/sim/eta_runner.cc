@@ -34,7 +34,7 @@ void NameUnplaceable(Service& service, absl::Time now, Forecast* f) {
     const core::PodState* p = FindByKey(*view, e.pods.front());
     const policy::PlannedJob* job = p != nullptr ? plan->JobOf(p->pod.uid.view()) : nullptr;
     if (job == nullptr || job->state != policy::JobState::kUnplaceable) continue;
-    e.unknown = "no node could ever take it as the cluster stands (the node filters say why: /debug/explain)";
+    e.unknown = std::string(policy::kUnplaceableWhy);
   }
 }
 

@@ -807,8 +807,7 @@ std::shared_ptr<const AdmissionPlan> FairShare::Make(const core::ClusterState& s
       // No node could ever take it: the node filters say why (exceeds allocatable, resource
       // not offered, placement); it holds no room and no place in line.
       j.state = JobState::kUnplaceable;
-      j.why = StrCat("no node could ever take it as the cluster stands (the node filters say why: "
-                     "/debug/explain); it needs ", Needs(state, j));
+      j.why = StrCat(kUnplaceableWhy, "; it needs ", Needs(state, j));
       return;
     }
     if (gang_reclaims || may_reclaim(d)) {
