@@ -550,6 +550,9 @@ int Simulate() {
     }
     o.break_rules.emplace(rule);
   }
+  std::string dir = absl::GetFlag(FLAGS_out);
+  if (dir.empty()) dir = "simulate-report";
+  if (absl::Status s = sim::PrepareReportDir(dir); !s.ok()) return Fail(ToStd(s.message()));
   absl::StatusOr<std::unique_ptr<Journal>> journal = OpenJournal(Mode::kKubernetes, o.config);
   if (!journal.ok()) return Fail(ToStd(journal.status().message()));
   o.journal = journal->get();
@@ -563,8 +566,6 @@ int Simulate() {
   if (!result.ok()) return Fail(ToStd(result.status().message()));
   result->info.berth_version = StrCat(kVersion, " (", kGitCommit, ")");
   std::cout << sim::SummaryTable(*result);
-  std::string dir = absl::GetFlag(FLAGS_out);
-  if (dir.empty()) dir = "simulate-report";
   if (absl::Status s = sim::WriteReport(*result, dir); !s.ok()) return Fail(ToStd(s.message()));
   std::cout << "report: " << dir << "/index.html (report.json, plots)\n";
   return 0;

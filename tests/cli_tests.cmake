@@ -173,6 +173,12 @@ berth_cli_fails(simulate.bad-workload
   "^berth: .*workload-bad-quantity.yaml: jobs\\[1\\] \\(train-2\\): pods\\[0\\]\\.requests\\.cpu: .*lots" ONE_LINE
   ARGS simulate --cluster ${PROJECT_SOURCE_DIR}/bench/workloads/seed-stories.cluster.json
        --workload ${BERTH_CLI_DATA}/workload-bad-quantity.yaml --out ${CMAKE_CURRENT_BINARY_DIR}/sim-bad)
+# An output directory that cannot be made is refused before the simulation runs, not after it.
+berth_cli_fails(simulate.out-not-a-directory
+  "^berth: cannot create .*workload-bad-quantity\\.yaml/report: Not a directory\n$" ONE_LINE
+  ARGS simulate --cluster ${PROJECT_SOURCE_DIR}/bench/workloads/seed-stories.cluster.json
+       --workload ${PROJECT_SOURCE_DIR}/bench/workloads/seed-stories.yaml
+       --out ${BERTH_CLI_DATA}/workload-bad-quantity.yaml/report)
 berth_cli_fails(simulate.unknown-profile "^berth: .*unknown profile \"bogus\".*gpu-mix" ONE_LINE
   ARGS simulate --generate bogus --jobs 10 --out ${CMAKE_CURRENT_BINARY_DIR}/bogus.yaml)
 berth_cli_fails(simulate.break-rule "^berth: --break-rule: unknown rule \"nonsense\"" ONE_LINE

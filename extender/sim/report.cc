@@ -1356,11 +1356,23 @@ std::string ReportJson(const SimResult& r) {
   return j.dump() + "\n";
 }
 
-absl::Status WriteReport(const SimResult& r, const std::string& dir) {
+absl::Status PrepareReportDir(const std::string& dir) {
   namespace fs = std::filesystem;
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec) return absl::InternalError(absl::StrCat("cannot create ", dir, ": ", ec.message()));
+  const fs::path probe = fs::path(dir) / ".berth-write-check";
+  const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return absl::InternalError(absl::StrCat("cannot write in ", dir, ": ", std::strerror(errno)));
+  ::close(fd);
+  fs::remove(probe, ec);
+  return absl::OkStatus();
+}
+
+absl::Status WriteReport(const SimResult& r, const std::string& dir) {
+  namespace fs = std::filesystem;
+  if (absl::Status s = PrepareReportDir(dir); !s.ok()) return s;
+  std::error_code ec;
   const fs::path d(dir);
   if (auto s = WriteFile(d / "report.json", ReportJson(r)); !s.ok()) return s;
   if (auto s = WriteFile(d / "summary.txt", SummaryTable(r)); !s.ok()) return s;

@@ -62,6 +62,10 @@ std::string SummaryTable(const SimResult& r);
 /// report.json as text.
 std::string ReportJson(const SimResult& r);
 
+/// Creates `dir` and checks that files can be written there: asked before a simulation runs, so
+/// that a run of hours is not lost to an output directory it could never write.
+absl::Status PrepareReportDir(const std::string& dir);
+
 /// Writes report.json, the plots (*.svg and *.png, when gnuplot is installed; otherwise the
 /// error says so and report.json is still written) and index.html into `dir` (created).
 absl::Status WriteReport(const SimResult& r, const std::string& dir);
