@@ -87,7 +87,8 @@ Reply RouteError(std::string_view path, int status, std::string_view message) {
 }
 
 /// A query parameter given a value it does not take is refused by name (400), not read as its
-/// default as if it had not been asked. Absent (empty) is always allowed. `allowed` as said.
+/// default as if it had not been asked. Absent (empty) is always allowed; `said` is how the
+/// error names the `allowed` values.
 std::optional<Reply> BadQueryValue(std::string_view name, std::string_view value,
                                    std::initializer_list<std::string_view> allowed,
                                    std::string_view said) {
