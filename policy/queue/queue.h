@@ -76,12 +76,12 @@ enum class JobState : uint8_t {
   kUnplaceable,   ///< no node could take it even empty: left to the node filters to explain
 };
 std::string_view JobStateName(JobState state);
-/// Whether a job in this state goes on to the node filters (the rest wait, unresolvable).
 /// What a job no node could ever take is told (kUnplaceable), before what it needs; the ETA
 /// forecast gives it as the reason such a job gets no start time.
 inline constexpr std::string_view kUnplaceableWhy =
     "no node could ever take it as the cluster stands (the node filters say why: /debug/explain)";
 
+/// Whether a job in this state goes on to the node filters (the rest wait, unresolvable).
 inline bool PassesAdmission(JobState s) {
   return s == JobState::kAdmitted || s == JobState::kHead || s == JobState::kMayPreempt ||
          s == JobState::kUnplaceable;
