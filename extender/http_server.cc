@@ -45,6 +45,7 @@
 #include "extender/http_io.h"
 #include "extender/http_wire.h"
 #include "extender/thread_name.h"
+#include "extender/wait_escape.h"
 #include "extender/worker_bell.h"
 #include "spdlog/spdlog.h"
 
@@ -303,8 +304,11 @@ class HttpServer::Impl {
     size_t out_size() const { return out_head.size() + (head_only ? 0 : out_body.size()); }
   };
 
-  // Loop.
-  void Loop();
+  // Loop. Any of the server's threads may run it, one at a time (SettleVerbs).
+  enum class LoopEnd : uint8_t { kStopped, kHandedOff };
+  /// The thread's life: the loop while it leads, a worker otherwise, until the server stops.
+  void Serve(bool leading);
+  LoopEnd Loop();
   void Accept();
   void Refuse(int fd, ListenerMetrics::Refused reason, std::string_view why);
   bool EvictIdle();
@@ -331,12 +335,20 @@ class HttpServer::Impl {
   void WakeMemoryWaiters();
   // Requests and replies.
   void RequestReady(Conn* c);
-  void SettleVerbs();
+  /// \return true when the loop went to another thread while a bind waited (this thread then
+  /// finished the bind as a worker, and must leave the loop).
+  bool SettleVerbs();
   void AnswerOnLoop(Conn* c);
+  bool AnswerWaitingOnLoop(Conn* c);
+  void HandLoopOff(Conn* c);
+  Clock::time_point NextDeadline() const;
   Reply Handle(Conn* c, std::string* extra);
   void TryDispatch();
-  void WorkerMain();
+  /// \return true when this thread is to lead the loop, false when the server stops.
+  bool WorkerMain();
   void Answer(Conn* c);
+  /// A worker's finished request goes back to the loop (waking it when something waits on it).
+  void Complete(Conn* c);
   void ProcessCompletions();
   void OnWorkerDone(Conn* c);
   void SetReply(Conn* c, int status, std::string_view content_type, std::string body,
@@ -360,6 +372,7 @@ class HttpServer::Impl {
   // thread).
   static bool InlineRoute(const http::RequestHead& head);
   bool LoopVerb(const http::RequestHead& head) const;
+  bool WaitingVerb(const http::RequestHead& head) const;
   Reply Route(const http::RequestHead& head, std::string_view body, std::string* extra);
 
   Service* service_;
@@ -399,6 +412,9 @@ class HttpServer::Impl {
   WorkerBell bell_;              // wakes workers for jobs_
   std::deque<Conn*> jobs_;       // guarded by mu_
   bool workers_stop_ = false;    // guarded by mu_
+  /// The loop's thread left it while a bind waited: the next worker to look takes it over
+  /// (guarded by mu_).
+  bool loop_vacant_ = false;
   std::vector<Conn*> done_;      // guarded by mu_
   std::atomic<bool> io_sleeping_{false};
   /// Whether the sleeping loop has work that waits on any completion (guarded by mu_, set as
@@ -485,15 +501,10 @@ void HttpServer::Impl::Run() {
   for (int i = 0; i < std::max(1, options_.threads); ++i) {
     workers_.emplace_back([this] {
       NameThisThread(options_.thread_name + "-worker");
-      WorkerMain();
+      Serve(/*leading=*/false);
     });
   }
-  Loop();
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    workers_stop_ = true;
-  }
-  bell_.RingAll();
+  Serve(/*leading=*/true);
   for (std::thread& t : workers_) t.join();
   workers_.clear();
   closed_.clear();
@@ -504,7 +515,25 @@ void HttpServer::Impl::Run() {
 
 // ---- the loop -----------------------------------------------------------------------------------
 
-void HttpServer::Impl::Loop() {
+// Threads keep their names when the loop moves (the process's main thread cannot be renamed
+// without renaming the process): after a hand-off a thread named "-worker" may run the loop,
+// and berth_http_loop_handoffs_total says how often that happened.
+void HttpServer::Impl::Serve(bool leading) {
+  for (;;) {
+    if (leading && Loop() == LoopEnd::kStopped) {
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        workers_stop_ = true;
+      }
+      bell_.RingAll();
+      return;
+    }
+    if (!WorkerMain()) return;
+    leading = true;
+  }
+}
+
+HttpServer::Impl::LoopEnd HttpServer::Impl::Loop() {
   std::vector<epoll_event> events(256);
   for (;;) {
     if (stop_.load() && !stopping_) {
@@ -517,7 +546,7 @@ void HttpServer::Impl::Loop() {
         if (c->state != State::kInWorker) Close(c, Closed::kShutdown);
       }
     }
-    if (stopping_ && busy_ == 0 && conns_.empty()) break;
+    if (stopping_ && busy_ == 0 && conns_.empty()) return LoopEnd::kStopped;
     if (stopping_ && busy_ == 0) {
       // Replies of the last requests not taken at once: one more try each, then closed.
       std::vector<Conn*> all;
@@ -554,7 +583,7 @@ void HttpServer::Impl::Loop() {
       c->in_work_list = false;
       if (c->state != State::kClosed) Drive(c);
     }
-    SettleVerbs();
+    if (SettleVerbs()) return LoopEnd::kHandedOff;
     ExpireTimers(Clock::now());
     closed_.clear();
   }
@@ -1150,7 +1179,7 @@ void HttpServer::Impl::RequestReady(Conn* c) {
     AnswerOnLoop(c);
     return;
   }
-  if (LoopVerb(c->head)) {
+  if (LoopVerb(c->head) || WaitingVerb(c->head)) {
     verbs_ready_.push_back(c);  // SettleVerbs, once every event of this turn is read
     return;
   }
@@ -1165,8 +1194,16 @@ void HttpServer::Impl::RequestReady(Conn* c) {
 // has (none other ready in this turn, none in a worker, none waiting for one), the loop answers
 // it itself, unless its body is large. Anything more goes to the workers as before, so
 // concurrent callers still get both cores, and probes wait at most one filter.
-void HttpServer::Impl::SettleVerbs() {
-  if (verbs_ready_.empty()) return;
+//
+// A bind is answered the same way when it is all there is, and nothing is in a worker either
+// (so every worker is free). Unlike filter, it waits: for the API server's answer to the
+// binding. A worker would cost the same two wake-ups as above; so the loop's thread binds, and
+// while it waits it watches the loop's epoll descriptor and its next timer (WaitEscape). If
+// either comes first (kube-scheduler's next request, a probe, a timeout due), the loop is handed
+// to a worker, which runs it from then on, and this thread finishes the bind as a worker
+// (docs/decisions.md, "HTTP").
+bool HttpServer::Impl::SettleVerbs() {
+  if (verbs_ready_.empty()) return false;
   std::vector<Conn*> ready;
   ready.swap(verbs_ready_);
   std::erase_if(ready, [](const Conn* c) { return c->state != State::kDispatchWait; });
@@ -1175,12 +1212,66 @@ void HttpServer::Impl::SettleVerbs() {
   constexpr size_t kLoopBodyLimit = 1u << 20;
   if (ready.size() == 1 && ready.front()->body.size() <= kLoopBodyLimit && verbs_in_workers_ == 0 &&
       dispatch_waiters_.empty() && !stopping_) {
-    ++metrics_->answered_on_loop;
-    AnswerOnLoop(ready.front());
-    return;
+    Conn* c = ready.front();
+    if (!WaitingVerb(c->head)) {
+      ++metrics_->answered_on_loop;
+      AnswerOnLoop(c);
+      return false;
+    }
+    if (busy_ == 0) {
+      ++metrics_->answered_on_loop;
+      return AnswerWaitingOnLoop(c);
+    }
   }
   for (Conn* c : ready) dispatch_waiters_.push_back(c);
   TryDispatch();
+  return false;
+}
+
+Clock::time_point HttpServer::Impl::NextDeadline() const {
+  Clock::time_point next = Clock::time_point::max();
+  for (const TimerList* l : {&head_list_, &body_list_, &write_list_, &idle_list_, &linger_list_}) {
+    if (l->head != nullptr) next = std::min(next, l->head->deadline);
+  }
+  return next;
+}
+
+bool HttpServer::Impl::AnswerWaitingOnLoop(Conn* c) {
+  std::string extra;
+  Reply r;
+  bool handed_off = false;
+  {
+    WaitEscape escape(epoll_fd_, NextDeadline(), [this, c] { HandLoopOff(c); });
+    r = Handle(c, &extra);
+    handed_off = escape.fired();
+  }
+  c->body.Free();
+  if (!handed_off) {
+    Release(c);
+    SetReply(c, std::move(r), extra);
+    StartWriting(c);
+    return false;
+  }
+  // As a worker: the loop's state is another thread's now.
+  SetReply(c, std::move(r), extra);
+  c->write_failed = !WriteSome(c);
+  Complete(c);
+  return true;
+}
+
+// Still the loop's thread: the request becomes one in a worker (this thread), and the loop is
+// left for the next worker to take.
+void HttpServer::Impl::HandLoopOff(Conn* c) {
+  ++peers_[c->peer].busy;
+  ++busy_;
+  c->state = State::kInWorker;
+  ++metrics_->loop_handoffs;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    c->event_in_worker = false;
+    loop_vacant_ = true;
+  }
+  bell_.RingOne();
 }
 
 // On the I/O thread: the handler, then the reply.
@@ -1224,17 +1315,21 @@ void HttpServer::Impl::TryDispatch() {
   }
 }
 
-void HttpServer::Impl::WorkerMain() {
+bool HttpServer::Impl::WorkerMain() {
   for (;;) {
     Conn* c = nullptr;
     uint32_t ticket = 0;
     {
       std::lock_guard<std::mutex> lock(mu_);
+      if (loop_vacant_) {
+        loop_vacant_ = false;
+        return true;
+      }
       if (!jobs_.empty()) {
         c = jobs_.front();
         jobs_.pop_front();
       } else if (workers_stop_) {
-        return;
+        return false;
       } else {
         ticket = bell_.Prepare();
       }
@@ -1244,21 +1339,26 @@ void HttpServer::Impl::WorkerMain() {
       continue;
     }
     Answer(c);
-    // A quiet completion does not wake a sleeping loop: the client's next request (or its
-    // close) wakes it, and the loop takes every completion back before it reads anything new.
-    // That saves the loop a wake-up and an eventfd read, and this thread the write, for every
-    // bind (docs/decisions.md, "HTTP"). The loop never sleeps longer than loop_max_sleep_ms.
-    const bool quiet = QuietCompletion(c);
-    bool wake = false;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      done_.push_back(c);
-      wake = io_sleeping_.load() && (!quiet || wake_on_completion_ || c->event_in_worker);
-    }
-    if (wake) {
-      const uint64_t one = 1;
-      [[maybe_unused]] ssize_t n = ::write(wake_fd_, &one, sizeof(one));
-    }
+    Complete(c);
+  }
+}
+
+// A quiet completion does not wake a sleeping loop: the client's next request (or its close)
+// wakes it, and the loop takes every completion back before it reads anything new. That saves
+// the loop a wake-up and an eventfd read, and this thread the write, for every request a worker
+// answers whole (docs/decisions.md, "HTTP"). The loop never sleeps longer than
+// loop_max_sleep_ms.
+void HttpServer::Impl::Complete(Conn* c) {
+  const bool quiet = QuietCompletion(c);
+  bool wake = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    done_.push_back(c);
+    wake = io_sleeping_.load() && (!quiet || wake_on_completion_ || c->event_in_worker);
+  }
+  if (wake) {
+    const uint64_t one = 1;
+    [[maybe_unused]] ssize_t n = ::write(wake_fd_, &one, sizeof(one));
   }
 }
 
@@ -1468,6 +1568,10 @@ bool HttpServer::Impl::LoopVerb(const http::RequestHead& head) const {
   if (options_.read_only || head.method != "POST" || !IsVerbPath(head.path)) return false;
   const std::string_view last = LastSegment(head.path);
   return last == "filter" || last == "prioritize";
+}
+
+bool HttpServer::Impl::WaitingVerb(const http::RequestHead& head) const {
+  return !options_.read_only && head.method == "POST" && LastSegment(head.path) == "bind";
 }
 
 Reply HttpServer::Impl::Route(const http::RequestHead& head, std::string_view body,

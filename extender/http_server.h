@@ -105,7 +105,11 @@ HttpServerOptions OpsServerOptions();
 /// ready in the same turn of the loop, none is in a worker or waiting for one) and whose body
 /// is at most 1 MiB (kube-scheduler's names-mode calls; not full Node objects): kube-scheduler
 /// asks them one pod at a time, and the hand-off to a worker and back would cost more than many
-/// a filter (berth_http_requests_answered_on_loop_total counts them).
+/// a filter (berth_http_requests_answered_on_loop_total counts them). A lone bind, when no
+/// request is in a worker either, is taken by the I/O thread too: it binds, and if anything
+/// else needs the loop while the binding waits for the API server (an event on any connection,
+/// a deadline), the loop moves to a worker thread, which runs it from then on, and the bind's
+/// thread finishes as a worker (WaitEscape; berth_http_loop_handoffs_total counts these).
 /// HTTP/1.1 keep-alive with pipelined requests answered in order; replies are never
 /// compressed. The limits are HttpServerOptions'; connections refused or closed are counted by
 /// reason on GET /metrics (berth_http_connections_*).

@@ -176,9 +176,13 @@ void TransportMetrics::Write(PromWriter& w) const {
                "Requests whose body waited for room under the listener's in-flight byte limit.",
                [](const ListenerMetrics& m) { return m.waited_for_memory.load(); });
   per_listener("berth_http_requests_answered_on_loop_total", "counter",
-               "Filter and prioritize requests the event loop answered itself, being the only "
-               "compute-bound request at the time, instead of handing them to a worker.",
+               "Filter, prioritize and bind requests the event loop took itself, being the only "
+               "request at the time, instead of handing them to a worker.",
                [](const ListenerMetrics& m) { return m.answered_on_loop.load(); });
+  per_listener("berth_http_loop_handoffs_total", "counter",
+               "Binds the event loop took that waited for the API server while other work "
+               "arrived: the loop moved to a worker thread and the bind finished as a worker.",
+               [](const ListenerMetrics& m) { return m.loop_handoffs.load(); });
   if (tls.enabled) {
     w.Family("berth_tls_certificate_expiry_timestamp_seconds", "gauge",
              "notAfter of the certificate served over HTTPS, in seconds since the epoch.");

@@ -112,9 +112,12 @@ struct ListenerMetrics {
   std::atomic<int64_t> bytes_in_flight{0};
   /// Requests whose body waited for room under the in-flight limit.
   std::atomic<uint64_t> waited_for_memory{0};
-  /// Filter and prioritize requests the event loop answered itself, with no worker (the only
-  /// compute-bound request at the time; extender/http_server.cc, SettleVerbs).
+  /// Filter, prioritize and bind requests the event loop answered itself, with no worker (the
+  /// only request at the time; extender/http_server.cc, SettleVerbs).
   std::atomic<uint64_t> answered_on_loop{0};
+  /// Binds the event loop took that then had to wait while the loop had other work: the loop
+  /// went to a worker thread, and the bind's thread became a worker (SettleVerbs).
+  std::atomic<uint64_t> loop_handoffs{0};
 
   void Refuse(Refused r) { ++refused[static_cast<size_t>(r)]; }
   void Close(Closed c) { ++closed[static_cast<size_t>(c)]; }

@@ -12,6 +12,7 @@
 #include "extender/k8s_codec.h"
 #include "extender/protocol.h"
 #include "extender/text_table.h"
+#include "extender/wait_escape.h"
 #include "policy/fit/resource_fit.h"
 #include "policy/fragmentation/fragmentation.h"
 #include "policy/gang/gang.h"
@@ -447,6 +448,7 @@ Reply Service::BindVerb(std::string_view body) {
       const absl::Time deadline = absl::Now() + kUnknownPodGrace;
       while (absl::Now() < deadline) {
         if (find(*model_->Read()) != nullptr) break;
+        WaitEscape::BeforeBlindWait();
         absl::SleepFor(absl::Milliseconds(5));
       }
     }

@@ -20,6 +20,7 @@
 #include <cstring>
 
 #include "core/strings.h"
+#include "extender/wait_escape.h"
 
 namespace berth::extender::kube {
 namespace {
@@ -204,6 +205,8 @@ absl::StatusOr<std::unique_ptr<ApiConnection>> ApiConnection::Open(const ApiEndp
                                                                    absl::Duration timeout) {
   const absl::Time deadline = absl::Now() + timeout;
   const std::string where = StrCat(endpoint.connect_host, ":", endpoint.port);
+  // The name lookup may wait on DNS, which no descriptor of ours shows.
+  WaitEscape::BeforeBlindWait();
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
@@ -224,7 +227,7 @@ absl::StatusOr<std::unique_ptr<ApiConnection>> ApiConnection::Open(const ApiEndp
     int rc = ::connect(s, a->ai_addr, a->ai_addrlen);
     if (rc != 0 && errno == EINPROGRESS) {
       pollfd p{s, POLLOUT, 0};
-      rc = ::poll(&p, 1, PollMs(deadline));
+      rc = WaitEscape::Poll(&p, 1, PollMs(deadline));
       int err = 0;
       socklen_t len = sizeof(err);
       if (rc == 1 && ::getsockopt(s, SOL_SOCKET, SO_ERROR, &err, &len) == 0 && err == 0) {
@@ -291,7 +294,7 @@ ApiConnection::Io ApiConnection::WaitFor(short events, absl::Time deadline) {
   for (;;) {
     if (interrupted_.load()) return Io::kError;
     pollfd p{fd_, events, 0};
-    const int rc = ::poll(&p, 1, PollMs(deadline));
+    const int rc = WaitEscape::Poll(&p, 1, PollMs(deadline));
     if (rc > 0) return Io::kOk;  // readable, writable, or an error the next call reports
     if (rc == 0) return Io::kTimeout;
     if (errno != EINTR) return Io::kError;

@@ -9,6 +9,7 @@
 #include "absl/strings/match.h"
 #include "core/strings.h"
 #include "extender/thread_name.h"
+#include "extender/wait_escape.h"
 #include "nlohmann/json.hpp"
 #include "spdlog/spdlog.h"
 
@@ -163,6 +164,8 @@ absl::Status LeaderElector::Round() {
 
 bool LeaderElector::RecheckLeader() {
   if (IsLeader()) return true;
+  // round_mu_ may be held across a Lease read by the election's own thread.
+  WaitEscape::BeforeBlindWait();
   const uint64_t seen = rounds_begun_.load(std::memory_order_acquire);
   {
     // A round that began after this call did, and has ended (round_mu_ is free), read the Lease

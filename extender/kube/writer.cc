@@ -6,6 +6,7 @@
 
 #include "core/strings.h"
 #include "extender/json.h"
+#include "extender/wait_escape.h"
 #include "nlohmann/json.hpp"
 #include "spdlog/spdlog.h"
 
@@ -79,6 +80,7 @@ absl::StatusOr<Response> KubeWriter::CallWithRetry(std::string_view method, cons
     spdlog::debug("kubernetes: {} {} answered {}; retrying in {}", method, path,
                   r.ok() ? StrCat(r->status) : std::string(r.status().message()),
                   absl::FormatDuration(wait));
+    WaitEscape::BeforeBlindWait();
     absl::SleepFor(wait);
     backoff = std::min(backoff * 2, absl::Seconds(2));
   }

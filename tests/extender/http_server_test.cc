@@ -38,6 +38,7 @@
 #include "core/quantity.h"
 #include "httplib.h"
 #include "nlohmann/json.hpp"
+#include "tests/extender/kube/kube_test_env.h"
 #include "tests/testing/builders.h"
 #include "tests/testing/harness.h"
 #include "tests/testing/sockets.h"
@@ -49,7 +50,9 @@ namespace {
 using berth::testing::ArgsNames;
 using berth::testing::BindArgs;
 using berth::testing::Event;
+using berth::testing::FakeApiServer;
 using berth::testing::Harness;
+using berth::testing::KubeBerth;
 using berth::testing::Json;
 using berth::testing::MakeNode;
 using berth::testing::MakePod;
@@ -1314,7 +1317,7 @@ TEST_CASE("http: a lone filter or prioritize is answered by the event loop, the 
   const std::string prioritize =
       RawClient::Format("POST", "/prioritize", ArgsNames(pod.Obj(), {"n1", "n2"}).dump());
   {
-    // Nothing else going on: filter and prioritize on the loop, bind (an API call) in a worker.
+    // Nothing else going on: filter, prioritize and bind on the loop.
     RawClient c(s.port());
     for (const std::string* request : {&filter, &prioritize}) {
       REQUIRE(c.Send(*request));
@@ -1322,13 +1325,14 @@ TEST_CASE("http: a lone filter or prioritize is answered by the event loop, the 
       REQUIRE(r.has_value());
       CHECK(r->status == 200);
     }
-    CHECK(Expect(MustRequest(c, "POST", "/bind", BindArgs(pod, "n1").dump()), 200) == Json{{"Error", ""}});
     CHECK(Metric(s.port(), on_loop) == 2);
+    CHECK(Expect(MustRequest(c, "POST", "/bind", BindArgs(pod, "n1").dump()), 200) == Json{{"Error", ""}});
+    CHECK(Metric(s.port(), on_loop) == 3);
     // A body over 1 MiB (full Node objects) goes to a worker: other connections need not wait
     // while it is decoded.
     const std::string large = ArgsNames(MakePod("large").Obj(), {"n1"}).dump() + std::string(1100000, ' ');
     CHECK(Expect(MustRequest(c, "POST", "/filter", large), 200)["NodeNames"] == Json::array({"n1"}));
-    CHECK(Metric(s.port(), on_loop) == 2);
+    CHECK(Metric(s.port(), on_loop) == 3);
   }
   // Both workers held by other requests: a filter is still answered, by the loop.
   std::vector<std::unique_ptr<RawClient>> held;
@@ -1357,7 +1361,134 @@ TEST_CASE("http: a lone filter or prioritize is answered by the event loop, the 
     REQUIRE(r.has_value());
     CHECK(r->status == 200);
   }
-  CHECK(Metric(s.port(), on_loop) == 3);
+  CHECK(Metric(s.port(), on_loop) == 4);
+  // A standalone bind waits for nothing: the loop never had to leave its thread.
+  CHECK(Metric(s.port(), "berth_http_loop_handoffs_total{listener=\"verbs\"}") == 0);
+}
+
+/// berth in Kubernetes mode against the fake API server, served over HTTP.
+class KubeServed {
+ public:
+  explicit KubeServed(HttpServerOptions options) {
+    REQUIRE(api_.Create("nodes", "", MakeNode("n1").Cpu("16").Memory("64Gi").Pods(110).Obj()).ok());
+    for (int i = 0; i < 4; ++i) {
+      REQUIRE(api_.Create("pods", "ml", MakePod("p" + std::to_string(i)).Namespace("ml").Cpu("1").Obj()).ok());
+    }
+    berth_ = std::make_unique<KubeBerth>(api_);
+    REQUIRE(berth_->StartReady());
+    server_ = std::make_unique<HttpServer>(&berth_->service(), std::move(options));
+    absl::StatusOr<int> port = server_->Start("127.0.0.1", 0);
+    REQUIRE(port.ok());
+    port_ = *port;
+  }
+  ~KubeServed() {
+    server_->Stop();
+    berth_->Stop();
+  }
+  FakeApiServer& api() { return api_; }
+  HttpServer& server() { return *server_; }
+  int port() const { return port_; }
+  /// The bind body for pod pN onto n1, as kube-scheduler sends it.
+  std::string BindBody(int n) {
+    const std::string name = "p" + std::to_string(n);
+    const std::string uid = api_.Get("pods", "ml", name).value()["metadata"]["uid"];
+    REQUIRE(berth_->WaitFor([&] { return berth_->HasPod(uid); }));
+    const Json args = {{"PodName", name}, {"PodNamespace", "ml"}, {"PodUID", uid}, {"Node", "n1"}};
+    return args.dump();
+  }
+  std::string BindRequest(int n) { return RawClient::Format("POST", "/bind", BindBody(n)); }
+  /// The binding of pN waits `ms` at the API server before it is served.
+  void SlowBinding(int n, int ms) {
+    api_.InjectFailure({.method = "POST",
+                        .path_prefix = "/api/v1/namespaces/ml/pods/p" + std::to_string(n) + "/binding",
+                        .code = 0,
+                        .delay_ms = ms});
+  }
+
+ private:
+  FakeApiServer api_;
+  std::unique_ptr<KubeBerth> berth_;
+  std::unique_ptr<HttpServer> server_;
+  int port_ = 0;
+};
+
+TEST_CASE("http: a lone bind waits for the API server on the loop's thread, which hands the loop "
+          "to a worker when anything else needs it",
+          "[kubernetes][concurrency]") {
+  const std::string on_loop = "berth_http_requests_answered_on_loop_total{listener=\"verbs\"}";
+  const std::string handoffs = "berth_http_loop_handoffs_total{listener=\"verbs\"}";
+  auto gate = std::make_shared<Gate>();
+  KubeServed s(WithGate(HttpServerOptions{.threads = 2, .header_timeout_seconds = 1}, gate));
+  OpenAtExit open_at_exit{gate};
+  RawClient kube_scheduler(s.port(), 10000);
+
+  // Alone and answered at once: bound on the loop, which never left its thread.
+  CHECK(Expect(MustRequest(kube_scheduler, "POST", "/bind", s.BindBody(0)), 200) == Json{{"Error", ""}});
+  CHECK(Metric(s.port(), on_loop) == 1);
+  CHECK(Metric(s.port(), handoffs) == 0);
+  // The worker that answered /metrics gives the request back to the loop just after the reply
+  // has gone; a bind the loop read before that would go to a worker (one is busy).
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+
+  SECTION("a request that arrives while the binding waits is answered before it") {
+    s.SlowBinding(1, 1500);
+    REQUIRE(kube_scheduler.Send(s.BindRequest(1)));
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));  // the binding is out
+    RawClient other(s.port(), 3000, "127.0.0.2");
+    const auto t0 = Clock::now();
+    CHECK(Expect(MustRequest(other, "GET", "/healthz"), 200)["status"] == "ok");
+    CHECK(Expect(MustRequest(other, "POST", "/filter",
+                             ArgsNames(MakePod("next").Cpu("1").Obj(), {"n1"}).dump()), 200)["NodeNames"] ==
+          Json::array({"n1"}));
+    CHECK(MillisSince(t0) < 1000);
+    CHECK_FALSE(kube_scheduler.Readable(0));  // the bind still waits
+    std::optional<RawResponse> bound = kube_scheduler.Read();
+    REQUIRE(bound.has_value());
+    CHECK(MustJson(*bound) == Json{{"Error", ""}});
+    CHECK(Metric(s.port(), handoffs) == 1);
+    // The loop runs on another thread now; the next lone bind is the loop's again.
+    CHECK(Expect(MustRequest(kube_scheduler, "POST", "/bind", s.BindBody(2)), 200) == Json{{"Error", ""}});
+    CHECK(Metric(s.port(), handoffs) == 1);
+    CHECK(s.api().bindings().size() == 3);
+  }
+  SECTION("a deadline of another connection passes while the binding waits") {
+    RawClient slow(s.port(), 5000, "127.0.0.3");
+    REQUIRE(slow.Send("GET /healthz HTTP/1.1\r\nHost: x\r\n"));  // the head never ends
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    s.SlowBinding(1, 3000);
+    REQUIRE(kube_scheduler.Send(s.BindRequest(1)));
+    const auto t0 = Clock::now();
+    std::optional<RawResponse> late = slow.Read();
+    REQUIRE(late.has_value());
+    CHECK(late->status == 408);
+    CHECK(MillisSince(t0) < 2500);  // the 1 s header deadline, not the bind's 3 s
+    CHECK_FALSE(kube_scheduler.Readable(0));
+    std::optional<RawResponse> bound = kube_scheduler.Read();
+    REQUIRE(bound.has_value());
+    CHECK(MustJson(*bound) == Json{{"Error", ""}});
+    CHECK(Metric(s.port(), handoffs) == 1);
+  }
+  SECTION("a stop while the binding waits: the bind is answered, then the server stops") {
+    s.SlowBinding(1, 800);
+    REQUIRE(kube_scheduler.Send(s.BindRequest(1)));
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    const auto t0 = Clock::now();
+    s.server().Stop();
+    CHECK(MillisSince(t0) < 3000);
+    std::optional<RawResponse> bound = kube_scheduler.Read();
+    REQUIRE(bound.has_value());
+    CHECK(MustJson(*bound) == Json{{"Error", ""}});
+    CHECK(s.api().bindings().size() == 2);
+  }
+  SECTION("a bind while a request is in a worker goes to a worker") {
+    RawClient held(s.port(), 10000, "127.0.0.4");
+    REQUIRE(held.Send(RawClient::Format("POST", "/hold", "{}")));
+    REQUIRE(gate->AwaitEntered(1) == 1);
+    CHECK(Expect(MustRequest(kube_scheduler, "POST", "/bind", s.BindBody(1)), 200) == Json{{"Error", ""}});
+    CHECK(Metric(s.port(), on_loop) == 1);
+    gate->Open();
+    REQUIRE(held.Read().has_value());
+  }
 }
 
 TEST_CASE("http: a worker's finished request is taken back whenever anything waits on it",

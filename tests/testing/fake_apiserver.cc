@@ -10,11 +10,13 @@
 #include <algorithm>
 #include <cctype>
 #include <charconv>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <limits>
 #include <random>
 #include <string_view>
+#include <thread>
 #include <utility>
 
 #include "core/strings.h"
@@ -1330,6 +1332,10 @@ void FakeApiServer::Handle(const httplib::Request& req, httplib::Response& res) 
       break;
     }
   }
+  if (failure && failure->delay_ms > 0) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(failure->delay_ms));
+  }
+  if (failure && failure->code == 0) failure.reset();
   if (call.user.empty()) {
     reply = Error(401, "Unauthorized");
   } else if (failure) {

@@ -132,12 +132,15 @@ struct RecordedCall {
   int remote_port = 0;
 };
 
-/// A failure InjectFailure makes the server answer instead of serving the request.
+/// A failure InjectFailure makes the server answer instead of serving the request, or a delay
+/// before it answers (a slow etcd write).
 struct InjectedFailure {
   std::string method;  ///< "" matches any method
   /// Matched against the path without the query; "" matches any.
   std::string path_prefix;
+  /// The status answered; 0: the request is served as usual (after `delay_ms`).
   int code = 500;
+  int delay_ms = 0;  ///< how long the request waits before it is answered
   int retry_after_seconds = -1;  ///< >= 0: a `Retry-After` header with this value
   int times = 1;                 ///< how many requests fail; < 0: until ClearFailures()
   std::string reason;            ///< Status reason; "" derives it from the code
