@@ -24,7 +24,8 @@ struct Pipe {
     ::close(fds[1]);
   }
   int read_end() const { return fds[0]; }
-  void Write() const { REQUIRE(::write(fds[1], "x", 1) == 1); }
+  /// No assertion here: Catch's are not to be made from other threads.
+  bool Write() const { return ::write(fds[1], "x", 1) == 1; }
   int fds[2];
 };
 
@@ -39,7 +40,7 @@ TEST_CASE("wait escape: a wait whose own descriptor is ready first leaves the es
   Pipe own, watched;
   int fired = 0;
   WaitEscape escape(watched.read_end(), Clock::now() + std::chrono::seconds(10), [&] { ++fired; });
-  own.Write();
+  REQUIRE(own.Write());
   short revents = 0;
   CHECK(PollRead(own.read_end(), 1000, &revents) == 1);
   CHECK((revents & POLLIN) != 0);
@@ -55,15 +56,17 @@ TEST_CASE("wait escape: the watched descriptor fires it once, and the wait goes 
   Pipe own, watched;
   std::atomic<int> fired{0};
   WaitEscape escape(watched.read_end(), Clock::now() + std::chrono::seconds(10), [&] { ++fired; });
-  watched.Write();  // new work for the thread's other duties, before the wait starts
+  REQUIRE(watched.Write());  // new work for the thread's other duties, before the wait starts
+  std::atomic<bool> wrote{false};
   std::thread later([&] {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    own.Write();
+    wrote = own.Write();
   });
   const auto t0 = Clock::now();
   short revents = 0;
   CHECK(PollRead(own.read_end(), 5000, &revents) == 1);  // the watched one is never reported
   later.join();
+  CHECK(wrote);
   CHECK((revents & POLLIN) != 0);
   CHECK(Clock::now() - t0 >= std::chrono::milliseconds(90));
   CHECK(fired == 1);
@@ -91,7 +94,7 @@ TEST_CASE("wait escape: a deadline already past fires it before the wait") {
   Pipe own, watched;
   int fired = 0;
   WaitEscape escape(watched.read_end(), Clock::now() - std::chrono::milliseconds(1), [&] { ++fired; });
-  own.Write();
+  REQUIRE(own.Write());
   CHECK(PollRead(own.read_end(), 1000) == 1);
   CHECK(fired == 1);
 }
@@ -108,7 +111,7 @@ TEST_CASE("wait escape: a blind wait fires it at once; a destroyed escape is dis
   {
     WaitEscape escape(watched.read_end(), Clock::now() + std::chrono::seconds(10), [&] { ++fired; });
   }
-  watched.Write();
+  REQUIRE(watched.Write());
   WaitEscape::BeforeBlindWait();
   Pipe quiet;
   CHECK(PollRead(quiet.read_end(), 10) == 0);
@@ -117,14 +120,16 @@ TEST_CASE("wait escape: a blind wait fires it at once; a destroyed escape is dis
 
 TEST_CASE("wait escape: only the thread that armed it sees it", "[concurrency]") {
   Pipe watched, quiet;
-  watched.Write();
+  REQUIRE(watched.Write());
   std::atomic<int> fired{0};
   WaitEscape escape(watched.read_end(), Clock::now() + std::chrono::seconds(10), [&] { ++fired; });
+  std::atomic<int> other_polled{-1};
   std::thread other([&] {
     WaitEscape::BeforeBlindWait();
-    CHECK(PollRead(quiet.read_end(), 10) == 0);
+    other_polled = PollRead(quiet.read_end(), 10);
   });
   other.join();
+  CHECK(other_polled == 0);
   CHECK(fired == 0);
   CHECK(PollRead(quiet.read_end(), 10) == 0);
   CHECK(fired == 1);
