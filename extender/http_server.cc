@@ -590,10 +590,8 @@ HttpServer::Impl::LoopEnd HttpServer::Impl::Loop() {
 }
 
 int HttpServer::Impl::NextTimeoutMs(Clock::time_point now) const {
-  Clock::time_point next = now + std::chrono::milliseconds(std::max(1, options_.loop_max_sleep_ms));
-  for (const TimerList* l : {&head_list_, &body_list_, &write_list_, &idle_list_, &linger_list_}) {
-    if (l->head != nullptr) next = std::min(next, l->head->deadline);
-  }
+  const Clock::time_point next =
+      std::min(now + std::chrono::milliseconds(std::max(1, options_.loop_max_sleep_ms)), NextDeadline());
   if (next <= now) return 0;
   return static_cast<int>(std::chrono::ceil<std::chrono::milliseconds>(next - now).count());
 }
@@ -1228,6 +1226,7 @@ bool HttpServer::Impl::SettleVerbs() {
   return false;
 }
 
+// The earliest deadline of any connection's timer (none: time_point::max()).
 Clock::time_point HttpServer::Impl::NextDeadline() const {
   Clock::time_point next = Clock::time_point::max();
   for (const TimerList* l : {&head_list_, &body_list_, &write_list_, &idle_list_, &linger_list_}) {

@@ -32,6 +32,18 @@ void WaitEscape::BeforeBlindWait() {
   if (WaitEscape* e = armed_) e->Fire();
 }
 
+namespace {
+
+/// Milliseconds from `now` to `end`, rounded up, as a poll timeout (-1: `end` is never).
+int PollMsUntil(WaitEscape::Clock::time_point end, WaitEscape::Clock::time_point now) {
+  if (end == WaitEscape::Clock::time_point::max()) return -1;
+  const auto left = std::chrono::ceil<std::chrono::milliseconds>(
+      std::max(end - now, WaitEscape::Clock::duration::zero()));
+  return static_cast<int>(std::min<int64_t>(left.count(), std::numeric_limits<int>::max()));
+}
+
+}  // namespace
+
 int WaitEscape::Poll(pollfd* fds, nfds_t n, int timeout_ms) {
   WaitEscape* e = armed_;
   constexpr nfds_t kMax = 7;
@@ -46,12 +58,10 @@ int WaitEscape::Poll(pollfd* fds, nfds_t n, int timeout_ms) {
   for (;;) {
     const Clock::time_point now = Clock::now();
     if (now >= e->until_) break;  // the other duties' deadline: give them away, then wait
-    const auto to_until = std::chrono::ceil<std::chrono::milliseconds>(e->until_ - now).count();
-    int wait = static_cast<int>(std::min<int64_t>(to_until, std::numeric_limits<int>::max()));
-    if (end != Clock::time_point::max()) {
-      const auto left = std::chrono::ceil<std::chrono::milliseconds>(std::max(end - now, Clock::duration::zero()));
-      wait = std::min<int>(wait, static_cast<int>(left.count()));
-    }
+    // The sooner of the two, and -1 (no timeout) only when both are never.
+    const int to_until = PollMsUntil(e->until_, now);
+    const int to_end = PollMsUntil(end, now);
+    const int wait = to_until < 0 ? to_end : to_end < 0 ? to_until : std::min(to_until, to_end);
     std::copy(fds, fds + n, all.begin());
     all[n] = pollfd{e->watch_fd_, POLLIN, 0};
     const int rc = ::poll(all.data(), n + 1, wait);
@@ -66,13 +76,7 @@ int WaitEscape::Poll(pollfd* fds, nfds_t n, int timeout_ms) {
     if (Clock::now() >= end) return 0;
   }
   e->Fire();
-  const Clock::time_point now = Clock::now();
-  int left = -1;
-  if (end != Clock::time_point::max()) {
-    left = static_cast<int>(
-        std::chrono::ceil<std::chrono::milliseconds>(std::max(end - now, Clock::duration::zero())).count());
-  }
-  return ::poll(fds, n, left);
+  return ::poll(fds, n, PollMsUntil(end, Clock::now()));
 }
 
 }  // namespace berth::extender
