@@ -1481,6 +1481,19 @@ TEST_CASE("http: a lone bind waits for the API server on the loop's thread, whic
     CHECK(MustJson(*bound) == Json{{"Error", ""}});
     CHECK(s.api().bindings().size() == 2);
   }
+  SECTION("a wait that watches no socket hands the loop over before it starts") {
+    // A pod berth's watch has not shown yet: the bind waits up to a second for it, sleeping.
+    const Json unknown = {{"PodName", "ghost"}, {"PodNamespace", "ml"}, {"PodUID", "uid-ghost"}, {"Node", "n1"}};
+    REQUIRE(kube_scheduler.Send(RawClient::Format("POST", "/bind", unknown.dump())));
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    RawClient other(s.port(), 3000, "127.0.0.2");
+    CHECK(Expect(MustRequest(other, "GET", "/healthz"), 200)["status"] == "ok");
+    CHECK_FALSE(kube_scheduler.Readable(0));  // the bind still waits for the pod
+    std::optional<RawResponse> refused = kube_scheduler.Read();
+    REQUIRE(refused.has_value());
+    CHECK_THAT(MustJson(*refused)["Error"].get<std::string>(), Catch::Contains("not known to berth"));
+    CHECK(Metric(s.port(), handoffs) == 1);
+  }
   SECTION("a bind while a request is in a worker goes to a worker") {
     RawClient held(s.port(), 10000, "127.0.0.4");
     REQUIRE(held.Send(RawClient::Format("POST", "/hold", "{}")));
