@@ -1370,9 +1370,9 @@ TEST_CASE("http: a lone filter or prioritize is answered by the event loop, the 
 /// berth in Kubernetes mode against the fake API server, served over HTTP.
 class KubeServed {
  public:
-  explicit KubeServed(HttpServerOptions options) {
-    REQUIRE(api_.Create("nodes", "", MakeNode("n1").Cpu("16").Memory("64Gi").Pods(110).Obj()).ok());
-    for (int i = 0; i < 4; ++i) {
+  explicit KubeServed(HttpServerOptions options, int pods = 4) {
+    REQUIRE(api_.Create("nodes", "", MakeNode("n1").Cpu("64").Memory("256Gi").Pods(110).Obj()).ok());
+    for (int i = 0; i < pods; ++i) {
       REQUIRE(api_.Create("pods", "ml", MakePod("p" + std::to_string(i)).Namespace("ml").Cpu("1").Obj()).ok());
     }
     berth_ = std::make_unique<KubeBerth>(api_);
@@ -1503,6 +1503,55 @@ TEST_CASE("http: a lone bind waits for the API server on the loop's thread, whic
     gate->Open();
     REQUIRE(held.Read().has_value());
   }
+}
+
+TEST_CASE("http: binds, filters and probes from four clients while the loop moves between threads",
+          "[kubernetes][concurrency]") {
+  constexpr int kClients = 4, kPodsEach = 10;
+  KubeServed s(HttpServerOptions{.threads = 2}, kClients * kPodsEach);
+  // Every binding waits a little at the API server, so binds overlap other clients' requests.
+  s.api().InjectFailure({.method = "POST", .path_prefix = "/api/v1/namespaces/ml/pods/", .code = 0,
+                         .delay_ms = 5, .times = -1});
+  std::vector<std::string> binds;
+  for (int i = 0; i < kClients * kPodsEach; ++i) binds.push_back(s.BindBody(i));
+  const std::string filter = ArgsNames(MakePod("probe").Cpu("1").Obj(), {"n1"}).dump();
+  // No assertions on the clients' threads, nor RawClient (it asserts): Catch is not
+  // thread-safe. Each client counts what was right, and the test checks the counts.
+  std::atomic<int> bound{0}, filtered{0}, healthy{0};
+  std::vector<std::string> errors(kClients);
+  std::vector<std::thread> clients;
+  for (int t = 0; t < kClients; ++t) {
+    clients.emplace_back([&, t] {
+      httplib::Client c("127.0.0.1", s.port());
+      c.set_keep_alive(true);
+      c.set_read_timeout(10, 0);
+      for (int i = 0; i < kPodsEach; ++i) {
+        auto f = c.Post("/filter", filter, "application/json");
+        if (f && f->status == 200 && f->body.find("\"n1\"") != std::string::npos) ++filtered;
+        // Staggered, so that a bind often finds the server idle (the loop's thread takes it)
+        // and another client's request comes while its binding waits (the loop moves).
+        std::this_thread::sleep_for(std::chrono::milliseconds(3 * (t + 1)));
+        auto b = c.Post("/bind", binds[static_cast<size_t>(t * kPodsEach + i)], "application/json");
+        if (b && b->status == 200 && b->body == "{\"Error\":\"\"}") {
+          ++bound;
+        } else if (errors[static_cast<size_t>(t)].empty()) {
+          errors[static_cast<size_t>(t)] = b ? b->body : httplib::to_string(b.error());
+        }
+        auto h = c.Get("/healthz");
+        if (h && h->status == 200) ++healthy;
+      }
+    });
+  }
+  for (std::thread& t : clients) t.join();
+  for (const std::string& e : errors) CHECK(e == "");
+  CHECK(bound == kClients * kPodsEach);
+  CHECK(filtered == kClients * kPodsEach);
+  CHECK(healthy == kClients * kPodsEach);
+  CHECK(s.api().bindings().size() == static_cast<size_t>(kClients * kPodsEach));
+  // The server still answers, and stops cleanly (the destructor) wherever the loop now runs.
+  RawClient after(s.port(), 3000);
+  CHECK(Expect(MustRequest(after, "GET", "/healthz"), 200)["status"] == "ok");
+  CHECK(Metric(s.port(), "berth_http_loop_handoffs_total{listener=\"verbs\"}") > 0);
 }
 
 TEST_CASE("http: a worker's finished request is taken back whenever anything waits on it",
