@@ -599,9 +599,9 @@ struct RunFigures {
   // Admission plans berth made in the window and their wall time (-1: berth does not count them).
   double plans = -1, plan_s = 0;
   // Times the HTTP loop moved to another thread in the window, because something came while the
-  // loop's thread waited on a bind (-1: berth does not count them). After one, the thread that
-  // runs the loop is one named for a worker, and the CPU by thread says so.
-  double loop_handoffs = -1;
+  // loop's thread waited on a bind (0 also for a berth that does not count them). After one, the
+  // thread that runs the loop is one named for a worker, and the CPU by thread says so.
+  double loop_handoffs = 0;
   // --syscalls: berth's system calls in the window, all threads but the ETA forecast's, and by
   // role; -1 when perf could not count them.
   int64_t syscalls = -1;
@@ -1040,10 +1040,8 @@ RunFigures RunOnce(const LoopOptions& o, const std::string& binary, const std::s
     f.plan_s = MetricValue(metrics_after, "berth_admission_plan_seconds_total") -
                MetricValue(metrics_before, "berth_admission_plan_seconds_total");
   }
-  if (metrics_after.find("berth_http_loop_handoffs_total") != std::string::npos) {
-    f.loop_handoffs = MetricValue(metrics_after, "berth_http_loop_handoffs_total") -
-                      MetricValue(metrics_before, "berth_http_loop_handoffs_total");
-  }
+  f.loop_handoffs = MetricValue(metrics_after, "berth_http_loop_handoffs_total") -
+                    MetricValue(metrics_before, "berth_http_loop_handoffs_total");
   f.cpu_by_role = CpuDelta(cpu_before, cpu_after);
   f.cpu_by_role[Role("http-worker")] -= f.probe_ns;
   for (const auto& [role, ns] : f.cpu_by_role) (IsForecastRole(role) ? f.forecast_ns : f.cpu_ns) += ns;

@@ -36,8 +36,8 @@ class WaitEscape {
   bool fired() const { return fired_; }
 
   /// ::poll(fds, n, timeout_ms), honouring this thread's armed escape if there is one. Returns
-  /// what ::poll would for `fds` alone (watch_fd's readiness is never reported). At most 7
-  /// descriptors with an escape armed.
+  /// what ::poll would for `fds` alone (watch_fd's readiness is never reported). It watches
+  /// watch_fd beside at most 7 descriptors; with more, the escape fires and the wait is blind.
   static int Poll(pollfd* fds, nfds_t n, int timeout_ms);
   /// Before a wait that watches no descriptor: fires this thread's armed escape, if any.
   static void BeforeBlindWait();
