@@ -143,6 +143,8 @@ struct Options {
   int events = 50000;  // pod events per kind (add, update, delete)
   std::string probe;
   int64_t probe_calls = 20000;
+  int probe_candidates = 0;   // --probe-candidates: names per call (0: the profile's sample)
+  bool probe_best = false;    // --probe-best: filterAnswer "best" (the filter scores its passes)
   std::string dump_replies;  // directory: write each captured request and reply there
   bool gangs = true;          // the gang section (issue 5) in a full run
   bool gangs_only = false;    // --gangs: only the gang section
@@ -263,12 +265,17 @@ std::optional<Options> ParseArgs(int argc, char** argv) {
       o.dump_replies = v;
     } else if (ParseFlag(arg, "--probe-calls", &v)) {
       o.probe_calls = std::stoll(v);
+    } else if (ParseFlag(arg, "--probe-candidates", &v)) {
+      o.probe_candidates = std::stoi(v);
+    } else if (arg == "--probe-best") {
+      o.probe_best = true;
     } else if (arg == "--help" || arg == "-h") {
       std::printf(
           "usage: berth_bench [--quick] [--sizes=1000,5000] [--rounds=3] [--seconds=1]\n"
           "                   [--full-seconds=1.5] [--warmup=0.2] [--no-full] [--no-model]\n"
           "                   [--no-raw] [--no-http] [--model-nodes=15000] [--events=50000]\n"
           "                   [--dump-replies=DIR] [--probe=KIND] [--probe-calls=20000]\n"
+          "                   [--probe-candidates=N] [--probe-best]\n"
           "                   [--gangs] [--no-gangs] [--gang-sizes=8,64,512] [--gang-rounds=N]\n"
           "                   [--queues] [--simulate[=NODESxJOBS]] [--lock-hold[=SECONDS]]\n"
           "                   [--transport[=SECONDS]] [--tls[=SECONDS]] [--answers] [--journal] [--eta]\n"
@@ -931,6 +938,7 @@ std::unique_ptr<Bench> SetUp(const ClusterProfile& p, const Options& o) {
   extender::ServiceOptions so;
   so.mode = extender::Mode::kKubernetes;
   so.build_type = BERTH_BENCH_BUILD_TYPE;
+  if (o.probe_best) so.filter_answer = extender::FilterAnswer::kBest;
   b->service = std::make_unique<extender::Service>(so, b->model.get(), MakePipeline(*b->model),
                                                    &b->binder, &b->clock);
   b->service->SetReady(true);
@@ -2169,6 +2177,7 @@ int RunGangProbe(const Options& o) {
 int RunProbe(const Options& o) {
   ClusterProfile p = Profile5k();
   if (o.quick) p.nodes = 300;
+  if (o.probe_candidates > 0) p.candidates = o.probe_candidates;
   Options so = o;
   so.full = o.probe == "inproc-filter-full" || o.probe == "inproc-prioritize-full";
   std::unique_ptr<Bench> b = SetUp(p, so);

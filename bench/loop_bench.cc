@@ -602,6 +602,10 @@ struct RunFigures {
   // loop's thread waited on a bind (0 also for a berth that does not count them). After one, the
   // thread that runs the loop is one named for a worker, and the CPU by thread says so.
   double loop_handoffs = 0;
+  // Wall time inside each verb's handler in the window (berth_request_duration_seconds), from
+  // the request's decoding to its encoded answer: what of the CPU per pod is deciding rather
+  // than moving bytes. Empty for a berth without the metric.
+  std::map<std::string, double> handler_s;
   // --syscalls: berth's system calls in the window, all threads but the ETA forecast's, and by
   // role; -1 when perf could not count them.
   int64_t syscalls = -1;
@@ -614,12 +618,14 @@ std::string KindOf(const testing::RecordedCall& c) {
   return StrCat(c.verb.empty() ? c.method : c.verb, " ", what);
 }
 
-double MetricValue(const std::string& metrics, std::string_view name) {
+// The sum of a metric's samples whose labels contain `labels` (all of them when it is empty).
+double MetricValue(const std::string& metrics, std::string_view name, std::string_view labels = {}) {
   double total = 0;
   for (std::string_view line : Split(metrics, '\n')) {
     if (line.empty() || line[0] == '#' || line.substr(0, name.size()) != name) continue;
     const std::string_view rest = line.substr(name.size());
     if (!rest.empty() && rest[0] != ' ' && rest[0] != '{') continue;
+    if (!labels.empty() && rest.substr(0, rest.find(' ')).find(labels) == std::string_view::npos) continue;
     double v = 0;
     if (absl::SimpleAtod(ToAbsl(line.substr(line.rfind(' ') + 1)), &v)) total += v;
   }
@@ -1042,6 +1048,12 @@ RunFigures RunOnce(const LoopOptions& o, const std::string& binary, const std::s
   }
   f.loop_handoffs = MetricValue(metrics_after, "berth_http_loop_handoffs_total") -
                     MetricValue(metrics_before, "berth_http_loop_handoffs_total");
+  for (const char* verb : {"filter", "prioritize", "bind"}) {
+    const std::string label = StrCat("verb=\"", verb, "\"");
+    const double s = MetricValue(metrics_after, "berth_request_duration_seconds_sum", label) -
+                     MetricValue(metrics_before, "berth_request_duration_seconds_sum", label);
+    if (metrics_after.find("berth_request_duration_seconds_sum") != std::string::npos) f.handler_s[verb] = s;
+  }
   f.cpu_by_role = CpuDelta(cpu_before, cpu_after);
   f.cpu_by_role[Role("http-worker")] -= f.probe_ns;
   for (const auto& [role, ns] : f.cpu_by_role) (IsForecastRole(role) ? f.forecast_ns : f.cpu_ns) += ns;
@@ -1219,6 +1231,20 @@ int RunLoopBench(int argc, char** argv) {
                                PerPodByRole(r.switch_ins_by_role, r.switch_ins, r.pods, 1));
       };
       std::printf("         switch-ins (a thread put on a CPU, most after a sleep): %s\n", woken(*now).c_str());
+      auto handlers = [](const RunFigures& r) {
+        std::string out;
+        for (const char* verb : {"filter", "prioritize", "bind"}) {
+          auto it = r.handler_s.find(verb);
+          if (it == r.handler_s.end()) continue;
+          StrAppend(&out, out.empty() ? "" : ", ", verb, " ", absl::StrFormat("%.1f", it->second * 1e6 / r.pods));
+        }
+        return out;
+      };
+      if (!now->handler_s.empty()) {
+        std::printf("         wall time in the verbs' handlers, us/pod (decode, decide, encode; a bind's includes its "
+                    "wait for the API server): %s\n",
+                    handlers(*now).c_str());
+      }
       if (now->loop_handoffs > 0) {
         std::printf("         the HTTP loop moved to another thread %.0f times (a bind waited while something came): "
                     "its CPU is then counted under a thread named for a worker\n",
@@ -1248,6 +1274,7 @@ int RunLoopBench(int argc, char** argv) {
                     cpu_by_thread(*before).c_str(), before->probes, before->probe_ns / 1e3 / before->pods);
         std::printf("         before: admission plans: %s\n", plans(*before).c_str());
         std::printf("         before: switch-ins: %s\n", woken(*before).c_str());
+        if (!before->handler_s.empty()) std::printf("         before: handlers us/pod: %s\n", handlers(*before).c_str());
         if (before->syscalls >= 0) std::printf("         before: syscalls/pod by thread: %s\n", by_thread(*before).c_str());
       }
       std::fflush(stdout);
