@@ -1,6 +1,7 @@
 #include "core/cluster_model.h"
 
 #include <algorithm>
+#include <atomic>
 #include <map>
 #include <mutex>
 #include <span>
@@ -363,6 +364,11 @@ void ClusterModel::MaybeFreeNodeSlot(NodeSlot slot) {
   node_by_name_.Erase(n.node.name);
   n = NodeState{};
   nodes_.Free(slot);
+}
+
+uint64_t ClusterState::NextInstance() {
+  static std::atomic<uint64_t> next{1};
+  return next.fetch_add(1, std::memory_order_relaxed);
 }
 
 std::unique_ptr<ClusterModel> ClusterModel::Fork(const Clock* clock) const {

@@ -266,6 +266,10 @@ class ClusterState {
   ClusterState& operator=(const ClusterState&) = delete;
 
   uint64_t generation() const { return generation_; }
+  /// A number no other ClusterState of this process has had. With generation() it names one
+  /// state of one model: a fork starts at its parent's generation, and a model made where a
+  /// destroyed one was has the same address.
+  uint64_t instance() const { return instance_; }
   const ResourceNames& resources() const { return *resources_; }
 
   const NodeState* FindNode(std::string_view name) const;
@@ -356,7 +360,9 @@ class ClusterState {
   uint64_t priorityclasses_generation() const { return priority_classes_generation_; }
 
  protected:
+  static uint64_t NextInstance();
   std::shared_ptr<ResourceNames> resources_ = std::make_shared<ResourceNames>();
+  const uint64_t instance_ = NextInstance();
   uint64_t generation_ = 0;
   // The hash indexes: the writer grows them off the exclusive lock (ClusterModel::WriteLock).
   // Every candidate of a verb is looked up here (core/node_directory.h).

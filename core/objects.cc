@@ -4,6 +4,7 @@
 #include <array>
 #include <cstring>
 
+#include "core/placement.h"
 #include "core/strings.h"
 
 namespace berth::core {
@@ -111,6 +112,18 @@ std::optional<PodPhase> ParsePodPhase(std::string_view text) {
     if (PodPhaseName(p) == text) return p;
   }
   return std::nullopt;
+}
+
+bool operator==(const Pod& a, const Pod& b) {
+  const bool same_placement = a.placement == b.placement ||
+                              (a.placement != nullptr && b.placement != nullptr && *a.placement == *b.placement);
+  return same_placement && a.uid == b.uid && a.ns == b.ns && a.name == b.name &&
+         a.scheduler_name == b.scheduler_name && a.node_name == b.node_name &&
+         a.nominated_node == b.nominated_node && a.phase == b.phase && a.priority == b.priority &&
+         a.priority_class == b.priority_class && a.creation == b.creation && a.started == b.started &&
+         a.active_deadline_seconds == b.active_deadline_seconds && a.terminating == b.terminating &&
+         a.labels == b.labels && a.annotations == b.annotations && a.request == b.request &&
+         a.unknown_requests == b.unknown_requests;
 }
 
 std::string Pod::Key() const {

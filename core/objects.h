@@ -114,6 +114,8 @@ struct Pod {
 
   /// "namespace/name".
   std::string Key() const;
+  /// Every field equal; placements compared by value.
+  friend bool operator==(const Pod& a, const Pod& b);
 };
 
 // ---- the kinds policies read: Pool, Queue, PodGroup, PriorityClass ---------------------------

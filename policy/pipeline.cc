@@ -67,7 +67,7 @@ Pipeline::Pipeline(Points points, std::shared_ptr<const GangPlanner> gangs,
   }
 }
 
-void PassedCandidates::Remember(const core::ClusterState& state, std::string_view uid,
+void PassedCandidates::Remember(const core::ClusterState& state, const core::Pod& pod,
                                 std::span<const std::string_view> names,
                                 std::span<const core::NodeState* const> nodes,
                                 std::span<const NodeVerdict> verdicts,
@@ -80,8 +80,9 @@ void PassedCandidates::Remember(const core::ClusterState& state, std::string_vie
   }
   absl::MutexLock lock(&mu_);
   state_ = &state;
+  instance_ = state.instance();
   node_labels_generation_ = state.node_labels_generation();
-  uid_.assign(uid);
+  uid_.assign(pod.uid.view());
   names_.clear();
   ends_.clear();
   slots_.clear();
@@ -94,14 +95,20 @@ void PassedCandidates::Remember(const core::ClusterState& state, std::string_vie
     ends_.push_back(static_cast<uint32_t>(names_.size()));
     slots_.push_back(nodes[i]->slot);
   }
+  best_.reset();
+  if (scores != nullptr && !slots_.empty()) {
+    best_ = best;
+    pod_ = pod;
+    generation_ = state.generation();
+  }
 }
 
-bool PassedCandidates::Recall(const core::ClusterState& state, std::string_view uid,
-                              std::span<const std::string_view> names,
-                              const core::NodeState** out) const {
-  absl::MutexLock lock(&mu_);
-  if (state_ != &state || node_labels_generation_ != state.node_labels_generation() ||
-      uid.empty() || uid != uid_ || names.size() != slots_.size()) {
+bool PassedCandidates::RecallLocked(const core::ClusterState& state, std::string_view uid,
+                                    std::span<const std::string_view> names,
+                                    const core::NodeState** out) const {
+  if (state_ != &state || instance_ != state.instance() ||
+      node_labels_generation_ != state.node_labels_generation() || uid.empty() || uid != uid_ ||
+      names.size() != slots_.size()) {
     return false;
   }
   // One pass over both lists, in order; the names were remembered end to end, so this reads
@@ -115,6 +122,23 @@ bool PassedCandidates::Recall(const core::ClusterState& state, std::string_view 
     const core::NodeState& n = state.node(slots_[i]);
     out[i] = n.present ? &n : nullptr;
   }
+  return true;
+}
+
+bool PassedCandidates::Recall(const core::ClusterState& state, std::string_view uid,
+                              std::span<const std::string_view> names,
+                              const core::NodeState** out) const {
+  absl::MutexLock lock(&mu_);
+  return RecallLocked(state, uid, names, out);
+}
+
+bool PassedCandidates::RecallScored(const core::ClusterState& state, const core::Pod& pod,
+                                    std::span<const std::string_view> names,
+                                    const core::NodeState** out, int64_t* score) const {
+  absl::MutexLock lock(&mu_);
+  if (!best_ || generation_ != state.generation() || !(pod_ == pod)) return false;
+  if (!RecallLocked(state, pod.uid.view(), names, out)) return false;
+  *score = *best_;
   return true;
 }
 
@@ -276,7 +300,7 @@ std::vector<NodeVerdict> Pipeline::Filter(const CycleContext& ctx, std::span<con
   }
   // With scores the caller answers only the best-scoring nodes that pass (filterAnswer
   // "best"): those are what the prioritize that follows names, so only they are remembered.
-  if (admitted.ok()) passed_->Remember(cycle.state, cycle.pod.uid.view(), candidates, nodes, out, scores);
+  if (admitted.ok()) passed_->Remember(cycle.state, cycle.pod, candidates, nodes, out, scores);
   return out;
 }
 
@@ -315,8 +339,16 @@ std::vector<int64_t> Pipeline::Score(const CycleContext& ctx,
   CycleState state;
   CycleContext cycle = Own(ctx);
   if (cycle.cycle == nullptr) cycle.cycle = &state;
-  const Applying applies(points_.score, cycle);
   std::vector<const core::NodeState*> nodes(candidates.size());
+  // The prioritize after a "best" filter, with nothing changed since: every node it names had
+  // the best score, and still has it (scores read only the pod and the model).
+  int64_t same = 0;
+  if (cycle.whatif == nullptr && !cycle.planning &&
+      passed_->RecallScored(cycle.state, cycle.pod, candidates, nodes.data(), &same)) {
+    for (size_t i = 0; i < candidates.size(); ++i) out[i] = nodes[i] != nullptr ? same : 0;
+    return out;
+  }
+  const Applying applies(points_.score, cycle);
   if (!passed_->Recall(cycle.state, cycle.pod.uid.view(), candidates, nodes.data())) {
     cycle.state.FindNodes(candidates, nodes.data());
   }

@@ -2,6 +2,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -21,13 +22,18 @@ namespace berth::policy {
 /// exactly the names its filter let through, in the order it answered them. Recall checks every
 /// name against the remembered one (a prioritize of other names, or of another pod, looks its
 /// names up as before), and slots are trusted only in the same state object at the same
-/// node_labels_generation (no node added, removed or relabelled since). Thread-safe.
+/// node_labels_generation (no node added, removed or relabelled since).
+///
+/// With scores (filterAnswer "best"), the nodes remembered are the passing ones with the best
+/// score, and that score too: the prioritize that follows names exactly them, and while the
+/// model is at the same generation and the pod is the same, each one's score is still that
+/// one (RecallScored). Thread-safe.
 class PassedCandidates {
  public:
-  /// Remembers the candidates whose verdict is ok and, with `scores`, whose score is the best
-  /// of those (what a "best" filter answer names), with their nodes (`nodes[i]` for
+  /// Remembers the candidates of `pod` whose verdict is ok and, with `scores`, whose score is
+  /// the best of those (what a "best" filter answer names), with their nodes (`nodes[i]` for
   /// `names[i]`).
-  void Remember(const core::ClusterState& state, std::string_view uid,
+  void Remember(const core::ClusterState& state, const core::Pod& pod,
                 std::span<const std::string_view> names,
                 std::span<const core::NodeState* const> nodes,
                 std::span<const NodeVerdict> verdicts, const std::vector<int64_t>* scores = nullptr);
@@ -35,15 +41,31 @@ class PassedCandidates {
   /// `uid` in `state`. \return false (out untouched) otherwise.
   bool Recall(const core::ClusterState& state, std::string_view uid,
               std::span<const std::string_view> names, const core::NodeState** out) const;
+  /// Recall, and `*score`: the score every node named had when remembered. Only when Remember
+  /// had scores, `pod` equals the pod remembered (every field), and `state` is the same state
+  /// object at the same generation (nothing in the model changed since). \return false
+  /// (out and score untouched) otherwise.
+  bool RecallScored(const core::ClusterState& state, const core::Pod& pod,
+                    std::span<const std::string_view> names, const core::NodeState** out,
+                    int64_t* score) const;
 
  private:
+  bool RecallLocked(const core::ClusterState& state, std::string_view uid,
+                    std::span<const std::string_view> names, const core::NodeState** out) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
   mutable absl::Mutex mu_;
   const core::ClusterState* state_ ABSL_GUARDED_BY(mu_) = nullptr;
+  uint64_t instance_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t node_labels_generation_ ABSL_GUARDED_BY(mu_) = 0;
   std::string uid_ ABSL_GUARDED_BY(mu_);
   std::string names_ ABSL_GUARDED_BY(mu_);     ///< the names, one after another
   std::vector<uint32_t> ends_ ABSL_GUARDED_BY(mu_);  ///< where each name ends in names_
   std::vector<core::NodeSlot> slots_ ABSL_GUARDED_BY(mu_);
+  /// With scores: the best one, the pod and the model's generation they were computed for.
+  std::optional<int64_t> best_ ABSL_GUARDED_BY(mu_);
+  core::Pod pod_ ABSL_GUARDED_BY(mu_);
+  uint64_t generation_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 /// The modules placed at each extension point (policy.h), and how their answers combine:

@@ -189,7 +189,10 @@ class ScorePlugin : public virtual Module {
     (void)ctx;
     return true;
   }
-  /// \return a score in [0, kMaxScore]; higher is better.
+  /// \return a score in [0, kMaxScore]; higher is better. A function of the pod and the model's
+  /// state only (not of the time, nor of anything the module keeps): the prioritize that
+  /// follows a "best" filter takes the filter's scores while the model's generation is the same
+  /// (PassedCandidates::RecallScored).
   virtual int64_t Score(const CycleContext& ctx, const core::NodeState& node) const = 0;
 };
 

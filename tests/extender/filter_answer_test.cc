@@ -149,6 +149,32 @@ TEST_CASE("filterAnswer best names every node when fewer than two fit or all sco
   CHECK(none.at("FailedAndUnresolvableNodes").size() + none.at("FailedNodes").size() == kCandidates.size());
 }
 
+// The prioritize after a "best" filter names the tied nodes. With nothing changed, berth gives
+// each the filter's score without scoring again (PassedCandidates::RecallScored); after a
+// change it scores them again, so its answer is always the one a fresh prioritize gives.
+TEST_CASE("filterAnswer best: the prioritize that follows answers as a fresh one would, before and after a change",
+          "[protocol][filter-answer]") {
+  Berth all(FilterAnswer::kAll);
+  Berth best(FilterAnswer::kBest);
+  all.Call(all.service().Events(Cluster(/*second_half_full=*/true).dump()));
+  best.Call(best.service().Events(Cluster(/*second_half_full=*/true).dump()));
+  const MakePod pod = MakePod("p").Cpu("4").Memory("8Gi");
+  const std::vector<std::string> tied = {"half", "empty-2"};
+  CHECK(Names(best.Call(best.service().Filter(ArgsNames(pod.Obj(), kCandidates).dump()))) == tied);
+  const std::string args = ArgsNames(pod.Obj(), tied).dump();
+  const std::map<std::string, int64_t> before = ScoresOf(all.Call(all.service().Prioritize(args)));
+  CHECK(before.at("half") == before.at("empty-2"));
+  CHECK(ScoresOf(best.Call(best.service().Prioritize(args))) == before);
+  // Eight more CPUs used on "half": its score moves, and both services say so.
+  const Json more = Json::array(
+      {Event("ADDED", MakePod("h3").Cpu("8").Memory("32Gi").Node("half").Phase("Running").Obj())});
+  all.Call(all.service().Events(more.dump()));
+  best.Call(best.service().Events(more.dump()));
+  const std::map<std::string, int64_t> after = ScoresOf(all.Call(all.service().Prioritize(args)));
+  CHECK(after.at("half") > after.at("empty-2"));
+  CHECK(ScoresOf(best.Call(best.service().Prioritize(args))) == after);
+}
+
 TEST_CASE("filterAnswer is read from the configuration, and a wrong value is refused by name",
           "[config][filter-answer]") {
   const policy::Registry registry = policy::BuildDefaultRegistry();

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -391,9 +392,11 @@ TEST_CASE_METHOD(PipelineTest, "PassedCandidates: with scores, the best-scoring 
   REQUIRE(std::find(nodes.begin(), nodes.end(), nullptr) == nodes.end());
   const std::vector<NodeVerdict> all_pass = {NodeVerdict::Ok(), NodeVerdict::Ok(), NodeVerdict::Ok()};
   const std::vector<int64_t> scores = {7, 4, 7};
+  core::Pod uid1 = pod_;
+  uid1.uid = "uid-1";
   PassedCandidates passed;
   const core::NodeState* out[3] = {};
-  passed.Remember(*view, "uid-1", names, nodes, all_pass, &scores);
+  passed.Remember(*view, uid1, names, nodes, all_pass, &scores);
   CHECK(passed.Recall(*view, "uid-1", std::vector<std::string_view>{"n1", "n3"}, out));
   CHECK(out[0] == nodes[0]);
   CHECK(out[1] == nodes[2]);
@@ -402,13 +405,147 @@ TEST_CASE_METHOD(PipelineTest, "PassedCandidates: with scores, the best-scoring 
   const std::vector<NodeVerdict> n1_fails = {Fail(Fit::kUnschedulable, Reason::kInsufficientResource, "full"),
                                              NodeVerdict::Ok(), NodeVerdict::Ok()};
   const std::vector<int64_t> n1_best = {9, 4, 7};
-  passed.Remember(*view, "uid-1", names, nodes, n1_fails, &n1_best);
+  passed.Remember(*view, uid1, names, nodes, n1_fails, &n1_best);
   CHECK(passed.Recall(*view, "uid-1", std::vector<std::string_view>{"n3"}, out));
   CHECK(out[0] == nodes[2]);
   // Without scores: every node that passes.
-  passed.Remember(*view, "uid-1", names, nodes, all_pass);
+  passed.Remember(*view, uid1, names, nodes, all_pass);
   CHECK(passed.Recall(*view, "uid-1", names, out));
   CHECK_FALSE(passed.Recall(*view, "uid-1", std::vector<std::string_view>{"n1", "n3"}, out));
+}
+
+// Scores a node by the CPU left on it (kMaxScore when none is used), and counts its calls.
+class CpuLeftScore final : public ScorePlugin {
+ public:
+  explicit CpuLeftScore(std::shared_ptr<std::atomic<int>> calls) : calls_(std::move(calls)) {}
+  std::string_view Name() const override { return "cpu-left"; }
+  int64_t Score(const CycleContext&, const core::NodeState& node) const override {
+    ++*calls_;
+    return kMaxScore - node.InUseOf(core::kCpu) / 1000;
+  }
+
+ private:
+  std::shared_ptr<std::atomic<int>> calls_;
+};
+
+// The prioritize after a "best" filter names the nodes that tied for the best score. While the
+// model and the pod are as they were, it takes that score without scoring again; after any
+// change, or for another pod or model, it scores as before.
+TEST_CASE_METHOD(PipelineTest, "Pipeline: the score after a best filter is the filter's until the model changes",
+                 "[pipeline]") {
+  auto calls = std::make_shared<std::atomic<int>>(0);
+  std::vector<Pipeline::WeightedScore> score;
+  score.push_back({std::make_shared<CpuLeftScore>(calls), 1});
+  Pipeline p({.score = std::move(score)});
+  const std::vector<std::string_view> all = {"n1", "n2", "n3"};
+  std::vector<int64_t> scores;
+  {
+    auto view = model_.Read();
+    const CycleContext ctx{.state = *view, .pod = pod_, .now = clock_.Now()};
+    p.Filter(ctx, all, &scores);
+    CHECK(scores == std::vector<int64_t>{kMaxScore, kMaxScore, kMaxScore});
+    const int scored = calls->load();
+    CHECK(p.Score(ctx, all) == std::vector<int64_t>{kMaxScore, kMaxScore, kMaxScore});
+    CHECK(calls->load() == scored);  // taken from the filter
+    // Other names than the filter's best: scored.
+    CHECK(p.Score(ctx, std::vector<std::string_view>{"n1", "n2"}) == std::vector<int64_t>{kMaxScore, kMaxScore});
+    CHECK(calls->load() == scored + 2);
+    // Another pod (one field differs): scored.
+    core::Pod other = pod_;
+    other.priority = 5;
+    const CycleContext other_ctx{.state = *view, .pod = other, .now = clock_.Now()};
+    CHECK(p.Score(other_ctx, all) == std::vector<int64_t>{kMaxScore, kMaxScore, kMaxScore});
+    CHECK(calls->load() == scored + 5);
+  }
+  // A pod lands on n2: the model's generation moves, and n2's score with it.
+  core::Pod placed;
+  placed.uid = "placed-uid";
+  placed.ns = "default";
+  placed.name = "placed";
+  placed.node_name = "n2";
+  placed.phase = core::PodPhase::kRunning;
+  placed.request.Set(core::kCpu, 2000);
+  placed.request.Set(core::kPods, 1);
+  model_.Apply(core::PodUpsert{placed});
+  {
+    auto view = model_.Read();
+    const CycleContext ctx{.state = *view, .pod = pod_, .now = clock_.Now()};
+    const int before = calls->load();
+    CHECK(p.Score(ctx, all) == std::vector<int64_t>{kMaxScore, kMaxScore - 2, kMaxScore});
+    CHECK(calls->load() == before + 3);
+    // A fork starts at the same generation, but it is another model: scored there.
+    const std::vector<std::string_view> best = {"n1", "n3"};
+    p.Filter(ctx, all, &scores);
+    CHECK(scores == std::vector<int64_t>{kMaxScore, kMaxScore - 2, kMaxScore});
+    const int filtered = calls->load();
+    CHECK(p.Score(ctx, best) == std::vector<int64_t>{kMaxScore, kMaxScore});
+    CHECK(calls->load() == filtered);
+    core::FakeClock fork_clock;
+    std::unique_ptr<core::ClusterModel> fork = model_.Fork(&fork_clock);
+    auto fork_view = fork->Read();
+    REQUIRE(fork_view->generation() == view->generation());
+    const CycleContext fork_ctx{.state = *fork_view, .pod = pod_, .now = clock_.Now()};
+    CHECK(p.Score(fork_ctx, best) == std::vector<int64_t>{kMaxScore, kMaxScore});
+    CHECK(calls->load() == filtered + 2);
+  }
+}
+
+// A model made where another was destroyed has its address, and can have its generation: the
+// filter's scores are not taken for it.
+TEST_CASE("Pipeline: the filter's scores are not taken for a model made in a destroyed one's place",
+          "[pipeline]") {
+  auto calls = std::make_shared<std::atomic<int>>(0);
+  std::vector<Pipeline::WeightedScore> score;
+  score.push_back({std::make_shared<CpuLeftScore>(calls), 1});
+  Pipeline p({.score = std::move(score)});
+  core::FakeClock clock;
+  core::Pod pod;
+  pod.uid = "p-uid";
+  pod.ns = "default";
+  pod.name = "p";
+  pod.request.Set(core::kPods, 1);
+  // Three nodes and one pod of 2 CPUs, on `busy`: four changes.
+  auto fill = [](core::ClusterModel& model, const char* busy) {
+    for (const char* name : {"n1", "n2", "n3"}) {
+      core::Node n;
+      n.name = name;
+      n.allocatable.Set(core::kCpu, 4000);
+      n.allocatable.Set(core::kPods, 110);
+      model.Apply(core::NodeUpsert{std::move(n)});
+    }
+    core::Pod placed;
+    placed.uid = "placed-uid";
+    placed.ns = "default";
+    placed.name = "placed";
+    placed.node_name = busy;
+    placed.phase = core::PodPhase::kRunning;
+    placed.request.Set(core::kCpu, 2000);
+    placed.request.Set(core::kPods, 1);
+    model.Apply(core::PodUpsert{placed});
+  };
+  const std::vector<std::string_view> all = {"n1", "n2", "n3"};
+  const std::vector<std::string_view> n2_n3 = {"n2", "n3"};
+  std::optional<core::ClusterModel> model;
+  model.emplace(&clock);
+  fill(*model, "n1");
+  const void* address = &*model;
+  uint64_t generation = 0;
+  {
+    auto view = model->Read();
+    generation = view->generation();
+    const CycleContext ctx{.state = *view, .pod = pod, .now = clock.Now()};
+    std::vector<int64_t> scores;
+    p.Filter(ctx, all, &scores);
+    CHECK(scores == std::vector<int64_t>{kMaxScore - 2, kMaxScore, kMaxScore});
+  }
+  model.reset();
+  model.emplace(&clock);
+  fill(*model, "n2");
+  auto view = model->Read();
+  REQUIRE(static_cast<const void*>(&*model) == address);
+  REQUIRE(view->generation() == generation);
+  const CycleContext ctx{.state = *view, .pod = pod, .now = clock.Now()};
+  CHECK(p.Score(ctx, n2_n3) == std::vector<int64_t>{kMaxScore - 2, kMaxScore});
 }
 
 TEST_CASE_METHOD(PipelineTest, "Pipeline: rounding of the weighted mean", "[pipeline]") {
