@@ -132,16 +132,21 @@ std::vector<std::shared_ptr<FilterPlugin>> N2Full() {
 
 // ---- fixture ------------------------------------------------------------------------------------
 
+// Nodes n1, n2 and n3, of 4 CPUs each.
+void AddThreeNodes(core::ClusterModel& model) {
+  for (const char* name : {"n1", "n2", "n3"}) {
+    core::Node n;
+    n.name = name;
+    n.allocatable.Set(core::kCpu, 4000);
+    n.allocatable.Set(core::kPods, 110);
+    model.Apply(core::NodeUpsert{std::move(n)});
+  }
+}
+
 class PipelineTest {
  protected:
   PipelineTest() {
-    for (const char* name : {"n1", "n2", "n3"}) {
-      core::Node n;
-      n.name = name;
-      n.allocatable.Set(core::kCpu, 4000);
-      n.allocatable.Set(core::kPods, 110);
-      model_.Apply(core::NodeUpsert{std::move(n)});
-    }
+    AddThreeNodes(model_);
     pod_.uid = "p-uid";
     pod_.ns = "default";
     pod_.name = "p";
@@ -506,13 +511,7 @@ TEST_CASE("Pipeline: the filter's scores are not taken for a model made in a des
   pod.request.Set(core::kPods, 1);
   // Three nodes and one pod of 2 CPUs, on `busy`: four changes.
   auto fill = [](core::ClusterModel& model, const char* busy) {
-    for (const char* name : {"n1", "n2", "n3"}) {
-      core::Node n;
-      n.name = name;
-      n.allocatable.Set(core::kCpu, 4000);
-      n.allocatable.Set(core::kPods, 110);
-      model.Apply(core::NodeUpsert{std::move(n)});
-    }
+    AddThreeNodes(model);
     core::Pod placed;
     placed.uid = "placed-uid";
     placed.ns = "default";
