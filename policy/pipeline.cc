@@ -79,7 +79,6 @@ void PassedCandidates::Remember(const core::ClusterState& state, const core::Pod
     }
   }
   absl::MutexLock lock(&mu_);
-  state_ = &state;
   instance_ = state.instance();
   node_labels_generation_ = state.node_labels_generation();
   uid_.assign(pod.uid.view());
@@ -106,9 +105,8 @@ void PassedCandidates::Remember(const core::ClusterState& state, const core::Pod
 bool PassedCandidates::RecallLocked(const core::ClusterState& state, std::string_view uid,
                                     std::span<const std::string_view> names,
                                     const core::NodeState** out) const {
-  if (state_ != &state || instance_ != state.instance() ||
-      node_labels_generation_ != state.node_labels_generation() || uid.empty() || uid != uid_ ||
-      names.size() != slots_.size()) {
+  if (instance_ != state.instance() || node_labels_generation_ != state.node_labels_generation() ||
+      uid.empty() || uid != uid_ || names.size() != slots_.size()) {
     return false;
   }
   // One pass over both lists, in order; the names were remembered end to end, so this reads

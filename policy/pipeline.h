@@ -21,8 +21,8 @@ namespace berth::policy {
 /// follows it need not look each name up again: kube-scheduler sends an extender's prioritize
 /// exactly the names its filter let through, in the order it answered them. Recall checks every
 /// name against the remembered one (a prioritize of other names, or of another pod, looks its
-/// names up as before), and slots are trusted only in the same state object at the same
-/// node_labels_generation (no node added, removed or relabelled since).
+/// names up as before), and slots are trusted only in the same state object (its instance())
+/// at the same node_labels_generation (no node added, removed or relabelled since).
 ///
 /// With scores (filterAnswer "best"), the nodes remembered are the passing ones with the best
 /// score, and that score too: the prioritize that follows names exactly them, and while the
@@ -55,8 +55,7 @@ class PassedCandidates {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   mutable absl::Mutex mu_;
-  const core::ClusterState* state_ ABSL_GUARDED_BY(mu_) = nullptr;
-  uint64_t instance_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t instance_ ABSL_GUARDED_BY(mu_) = 0;  ///< the state's instance(); 0 is none
   uint64_t node_labels_generation_ ABSL_GUARDED_BY(mu_) = 0;
   std::string uid_ ABSL_GUARDED_BY(mu_);
   std::string names_ ABSL_GUARDED_BY(mu_);     ///< the names, one after another
