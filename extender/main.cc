@@ -430,6 +430,9 @@ int Serve() {
   });
   // The ETA forecast: a pass at most every eta.intervalSeconds when the model changed, on a
   // thread of its own (a pass at thousands of nodes takes seconds; docs/performance.md).
+  // A pass in progress ends at once on SIGTERM (a pass may take eta.maxPassSeconds, more at
+  // nice 19 on a busy node): the shutdown below waits for this thread.
+  eta.SetStop(&stopping);
   std::thread eta_thread([&] {
     NameThisThread("eta");
     while (!stopping) {

@@ -1843,10 +1843,13 @@ void World::Run() {
   uint64_t steps = 0;
   while (true) {
     // A forecast is done once every pod that waited at its start has started, or when its
-    // wall-time budget is spent (checked every 64 steps: a step is an event or an attempt).
+    // wall-time budget is spent or it is told to stop (checked every 64 steps: a step is an
+    // event or an attempt).
     if (o_.forecast != nullptr && targets_left_ == 0) break;
-    if (budget > absl::ZeroDuration() && ++steps % 64 == 0 &&
-        std::chrono::steady_clock::now() - wall_start > absl::ToChronoNanoseconds(budget)) {
+    if (o_.forecast != nullptr && ++steps % 64 == 0 &&
+        ((budget > absl::ZeroDuration() &&
+          std::chrono::steady_clock::now() - wall_start > absl::ToChronoNanoseconds(budget)) ||
+         (o_.forecast->stop != nullptr && o_.forecast->stop->load(std::memory_order_relaxed)))) {
       truncated_ = true;
       break;
     }

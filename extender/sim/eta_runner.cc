@@ -69,7 +69,8 @@ absl::Status EtaRunner::RunPass() {
                     .config = config_,
                     .now = clock_->Now(),
                     .horizon = config_.eta_horizon,
-                    .max_wall = config_.eta_max_pass};
+                    .max_wall = config_.eta_max_pass,
+                    .stop = stop_};
   last_pass_ = o.now;
   absl::StatusOr<Forecast> f = absl::UnknownError("the forecast did not run");
   auto run = [&] {

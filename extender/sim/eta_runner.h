@@ -5,6 +5,7 @@
 // handed to the Service (/debug/explain, /debug/queues, /metrics), and in Kubernetes mode the
 // `berth.io/eta` annotation on waiting pods, rate-limited (docs/decisions.md, "ETA").
 
+#include <atomic>
 #include <cstdint>
 #include <map>
 #include <string>
@@ -28,6 +29,8 @@ class EtaRunner {
   /// Runs each pass on a thread of its own ("eta-pass") whose priority drops to nice 19 once
   /// the live model is copied, so a pass takes only CPU the verbs leave (`berth serve` does).
   void SetLowPriority(bool low) { low_priority_ = low; }
+  /// A flag that, once true, ends a pass in progress at its next check (ForecastOptions::stop).
+  void SetStop(const std::atomic<bool>* stop) { stop_ = stop; }
   /// The nice value the latest pass ran its forecast at (read on its thread as it ended).
   int last_pass_nice() const { return last_pass_nice_; }
 
@@ -49,6 +52,7 @@ class EtaRunner {
   Config config_;
   EtaAnnotatorInterface* annotator_ = nullptr;
   bool low_priority_ = false;
+  const std::atomic<bool>* stop_ = nullptr;
   int last_pass_nice_ = 0;
   absl::Time last_pass_ = absl::InfinitePast();
   uint64_t last_generation_ = ~uint64_t{0};

@@ -17,6 +17,7 @@
 // differ from what was expected. The accuracy study (`berth simulate --eta-every`) measures
 // what that costs.
 
+#include <atomic>
 #include <functional>
 #include <memory>
 
@@ -38,6 +39,10 @@ struct ForecastOptions {
   /// Wall time a pass may take (0: no limit). Jobs it has not started by then get no time, and
   /// the answer says the pass was cut short (Forecast::truncated).
   absl::Duration max_wall = absl::Seconds(30);
+  /// When set and true, the pass ends at its next check, as when its budget is spent: `berth
+  /// serve` sets it on SIGTERM, so that a pass of many seconds at nice 19 does not hold the
+  /// shutdown (and the Lease it releases) past the pod's grace period.
+  const std::atomic<bool>* stop = nullptr;
   /// Called on the pass's thread once the live model and the book are copied, before the run.
   /// `berth serve` lowers the thread's priority there (EtaRunner): the copy holds the live
   /// model's reader lock, so it runs at full speed; the run must never slow the verbs.

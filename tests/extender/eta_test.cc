@@ -7,6 +7,8 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <optional>
 #include <string>
@@ -391,6 +393,16 @@ TEST_CASE("eta: a pass cut short by its time budget gives the jobs it did not re
   REQUIRE(whole.ok());
   CHECK_FALSE(whole->truncated);
   for (const extender::JobEta& e : whole->jobs) CHECK(e.start.has_value());
+  // Told to stop (berth serve on SIGTERM), a pass without a budget ends as one whose budget is
+  // spent.
+  const std::atomic<bool> stop{true};
+  absl::StatusOr<extender::Forecast> stopped = extender::sim::RunForecast(
+      {.model = &h.model(), .book = h.service().fair_share(), .config = config, .now = kT0,
+       .horizon = config.eta_horizon, .max_wall = absl::ZeroDuration(), .stop = &stop});
+  REQUIRE(stopped.ok());
+  CHECK(stopped->truncated);
+  CHECK(std::count_if(stopped->jobs.begin(), stopped->jobs.end(),
+                      [](const extender::JobEta& e) { return !e.start.has_value(); }) > 0);
 }
 
 class RecordingAnnotator final : public extender::EtaAnnotatorInterface {
