@@ -141,11 +141,14 @@ int RunEtaBench(bool quick) {
     service.AdmissionTick();  // the plan the live service would have
 
     const extender::Config config;
-    auto pass_with = [&](const extender::Config& c) {
+    auto pass_with = [&](const extender::Config& c, const std::atomic<bool>* stop = nullptr) {
       return extender::sim::RunForecast({.model = &model, .book = service.fair_share(), .config = c,
-                                         .now = now, .horizon = c.eta_horizon, .max_wall = size.budget});
+                                         .now = now, .horizon = c.eta_horizon, .max_wall = size.budget,
+                                         .stop = stop});
     };
-    auto pass = [&]() { return pass_with(config); };
+    // A background pass ends with its phase, as `berth serve`'s ends on SIGTERM: at nice 19 on a
+    // core other processes share, a pass's remaining steps could take minutes of wall time.
+    auto pass = [&](const std::atomic<bool>* stop) { return pass_with(config, stop); };
     const auto c0 = std::chrono::steady_clock::now();
     (void)model.Fork(&clock);
     const double copy_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - c0).count();
@@ -208,7 +211,7 @@ int RunEtaBench(bool quick) {
         if (ph != kIdle) {
           background = std::thread([&, ph] {
             if (ph == kSameCoreLow) (void)extender::LowerThisThreadPriority();
-            while (!stop) (void)pass();
+            while (!stop) (void)pass(&stop);
           });
         }
         const bool shared = ph == kSameCore || ph == kSameCoreLow;
