@@ -146,9 +146,6 @@ int RunEtaBench(bool quick) {
                                          .now = now, .horizon = c.eta_horizon, .max_wall = size.budget,
                                          .stop = stop});
     };
-    // A background pass ends with its phase, as `berth serve`'s ends on SIGTERM: at nice 19 on a
-    // core other processes share, a pass's remaining steps could take minutes of wall time.
-    auto pass = [&](const std::atomic<bool>* stop) { return pass_with(config, stop); };
     const auto c0 = std::chrono::steady_clock::now();
     (void)model.Fork(&clock);
     const double copy_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - c0).count();
@@ -211,7 +208,9 @@ int RunEtaBench(bool quick) {
         if (ph != kIdle) {
           background = std::thread([&, ph] {
             if (ph == kSameCoreLow) (void)extender::LowerThisThreadPriority();
-            while (!stop) (void)pass(&stop);
+            // A pass ends with its phase, as `berth serve`'s ends on SIGTERM: at nice 19 on a
+            // core other processes share, its remaining steps could take minutes of wall time.
+            while (!stop) (void)pass_with(config, &stop);
           });
         }
         const bool shared = ph == kSameCore || ph == kSameCoreLow;
