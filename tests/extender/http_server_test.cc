@@ -1428,8 +1428,11 @@ TEST_CASE("http: a lone bind waits for the API server on the loop's thread, whic
   CHECK(Metric(s.port(), on_loop) == 1);
   CHECK(Metric(s.port(), handoffs) == 0);
   // The worker that answered /metrics gives the request back to the loop just after the reply
-  // has gone; a bind the loop read before that would go to a worker (one is busy).
-  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  // has gone, and the loop then reads the client's close: a bind the loop read before the first
+  // would go to a worker (one is busy), and one whose binding the second came during would hand
+  // the loop over. So each bind that must be the loop's alone waits for both.
+  auto after_metrics = [] { std::this_thread::sleep_for(std::chrono::milliseconds(100)); };
+  after_metrics();
 
   SECTION("a request that arrives while the binding waits is answered before it") {
     s.SlowBinding(1, 1500);
@@ -1448,7 +1451,10 @@ TEST_CASE("http: a lone bind waits for the API server on the loop's thread, whic
     CHECK(MustJson(*bound) == Json{{"Error", ""}});
     CHECK(Metric(s.port(), handoffs) == 1);
     // The loop runs on another thread now; the next lone bind is the loop's again.
+    const double answered = Metric(s.port(), on_loop);
+    after_metrics();
     CHECK(Expect(MustRequest(kube_scheduler, "POST", "/bind", s.BindBody(2)), 200) == Json{{"Error", ""}});
+    CHECK(Metric(s.port(), on_loop) == answered + 1);
     CHECK(Metric(s.port(), handoffs) == 1);
     CHECK(s.api().bindings().size() == 3);
   }
