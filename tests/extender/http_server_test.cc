@@ -281,6 +281,16 @@ constexpr const char* kNodes[] = {"n1", "n2", "n3", "n4"};
 
 /// A Harness with four nodes (16 cpu, 64Gi, 110 pods each) served on 127.0.0.1, an ephemeral port.
 /// Declare clients after it so they close before the server stops.
+/// Starts `server` on an ephemeral loopback port and returns the port; fails the test if it
+/// cannot start.
+int StartOnLoopback(HttpServer& server) {
+  absl::StatusOr<int> port = server.Start("127.0.0.1", 0);
+  INFO(port.status().ToString());
+  REQUIRE(port.ok());
+  REQUIRE(*port > 0);
+  return *port;
+}
+
 class ServedHarness {
  public:
   explicit ServedHarness(HttpServerOptions options = {})
@@ -290,11 +300,7 @@ class ServedHarness {
       events.push_back(Event("ADDED", MakeNode(n).Cpu("16").Memory("64Gi").Pods(110).Obj()));
     }
     harness_.Apply(events);
-    absl::StatusOr<int> port = server_.Start("127.0.0.1", 0);
-    INFO(port.status().ToString());
-    REQUIRE(port.ok());
-    REQUIRE(*port > 0);
-    port_ = *port;
+    port_ = StartOnLoopback(server_);
   }
   ~ServedHarness() { server_.Stop(); }
 
@@ -950,9 +956,8 @@ TEST_CASE("http: Stop returns promptly, also with an idle kept-alive connection,
   SECTION("an idle kept-alive connection, as kube-scheduler keeps them") {
     Harness h;
     HttpServer server(&h.service(), {});
-    absl::StatusOr<int> port = server.Start("127.0.0.1", 0);
-    REQUIRE(port.ok());
-    RawClient idle(*port);
+    const int port = StartOnLoopback(server);
+    RawClient idle(port);
     CHECK(MustRequest(idle, "GET", "/healthz").status == 200);
 
     const Clock::time_point start = Clock::now();
@@ -968,7 +973,7 @@ TEST_CASE("http: Stop returns promptly, also with an idle kept-alive connection,
     const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
     sockaddr_in addr{};
     addr.sin_family = AF_INET;
-    addr.sin_port = htons(static_cast<uint16_t>(*port));
+    addr.sin_port = htons(static_cast<uint16_t>(port));
     addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     CHECK(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0);
     ::close(fd);
@@ -1378,14 +1383,10 @@ class KubeServed {
     berth_ = std::make_unique<KubeBerth>(api_);
     REQUIRE(berth_->StartReady());
     server_ = std::make_unique<HttpServer>(&berth_->service(), std::move(options));
-    absl::StatusOr<int> port = server_->Start("127.0.0.1", 0);
-    REQUIRE(port.ok());
-    port_ = *port;
+    port_ = StartOnLoopback(*server_);
     ops_ = std::make_unique<HttpServer>(&berth_->service(),
                                         HttpServerOptions{.read_only = true, .thread_name = "ops"});
-    absl::StatusOr<int> ops_port = ops_->Start("127.0.0.1", 0);
-    REQUIRE(ops_port.ok());
-    ops_port_ = *ops_port;
+    ops_port_ = StartOnLoopback(*ops_);
   }
   ~KubeServed() {
     ops_->Stop();
