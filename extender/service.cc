@@ -313,8 +313,11 @@ Reply Service::FilterVerb(std::string_view body, std::vector<policy::NodeVerdict
   // With filterAnswer "best", the nodes that pass are scored in the filters' pass.
   const bool best = options_.filter_answer == FilterAnswer::kBest;
   std::vector<int64_t> scores;
+  // The short answer names each failing node's reason by its summary, and the waiting pod's
+  // Event quotes the first message of the reason most nodes gave: no other message is read.
+  const bool every_message = options_.answers == AnswerForm::kLong || verdicts_out != nullptr;
   const std::vector<policy::NodeVerdict> verdicts =
-      framework_->Filter(args->pod, args->node_names, best ? &scores : nullptr);
+      framework_->Filter(args->pod, args->node_names, best ? &scores : nullptr, every_message);
   const bool none_fit = std::none_of(verdicts.begin(), verdicts.end(),
                                      [](const policy::NodeVerdict& v) { return v.ok(); });
   // One count per reason code this call gave (not per node: a call over 5,000 nodes is one

@@ -80,7 +80,7 @@ NodeVerdict Framework::QueueVerdict(const core::ClusterState& state, const core:
 // ---- filter -------------------------------------------------------------------------------------
 
 std::vector<NodeVerdict> Framework::Filter(const core::Pod& pod, std::span<const std::string_view> candidates,
-                                           std::vector<int64_t>* scores) {
+                                           std::vector<int64_t>* scores, bool every_message) {
   const bool managed = pod.scheduler_name == options_.scheduler_name;
   const bool gang_member = managed && GangOf(pod).has_value();
   // PreFilter "queue": a job waiting in its queue is answered by the queue module alone: no gang
@@ -101,6 +101,7 @@ std::vector<NodeVerdict> Framework::Filter(const core::Pod& pod, std::span<const
                            .pod = pod,
                            .now = clock_->Now(),
                            .explain = false,
+                           .messages = every_message,
                            .reclaim_blocked = reclaim_blocked,
                            .gang_waiting = gang_waiting ? &*gang_waiting : nullptr,
                            .queue_verdict = queue_verdict ? &*queue_verdict : nullptr};
@@ -136,8 +137,11 @@ std::vector<NodeVerdict> Framework::Filter(const core::Pod& pod, std::span<const
       if (const core::Reservation* r = view->FindReservation(pod.uid);
           r != nullptr && r->gang.empty()) {
         const NodeVerdict waiting = ReclaimInProgressVerdict(*view, *r);
+        bool worded = false;  // without every message, the first verdict of the reason has it
         for (NodeVerdict& v : verdicts) {
-          if (v.reason != Reason::kUnknownNode) v = waiting;
+          if (v.reason == Reason::kUnknownNode) continue;
+          v = every_message || !worded ? waiting : waiting.Bare();
+          worded = true;
         }
       }
     }
@@ -474,7 +478,7 @@ BindResult Framework::Bind(
     if (p != nullptr && n != nullptr && p->pod.node_name.empty() &&
         view->FindBind(uid) == nullptr) {
       const WhatIf whatif(*view, clock_->Now(), pipeline_.get());
-      const NodeVerdict v = whatif.Check(p->pod, *n, /*as_plan=*/false, /*explain=*/true);
+      const NodeVerdict v = whatif.Check(p->pod, *n, /*as_plan=*/false, Words::kDetail);
       if (!v.ok()) return {.outcome = BindResult::Outcome::kRefused, .status = refusal(v)};
       checked_generation = n->generation;
       checked_request = p->pod.request;
@@ -494,7 +498,7 @@ BindResult Framework::Bind(
     if (n.generation == checked_generation) return absl::OkStatus();
     const NodeVerdict v =
         CheckFit(state.resources(), p.pod.request, n, state.OwnReservation(p.pod.uid, n),
-                 /*explain=*/true);
+                 Words::kDetail);
     return v.ok() ? absl::OkStatus() : refusal(v);
   };
   absl::StatusOr<bool> assumed = model_->Assume(uid, node, check);

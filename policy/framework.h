@@ -102,9 +102,10 @@ class Framework {
 
   /// The filter verb: verdicts for candidate node names, in input order. With `scores`, the
   /// nodes that pass are also given the scores Score would give them, from the same view
-  /// (Pipeline::Filter), and the others 0.
+  /// (Pipeline::Filter), and the others 0. Without `every_message`, only the first verdict of
+  /// each reason carries its message (CycleContext::messages).
   std::vector<NodeVerdict> Filter(const core::Pod& pod, std::span<const std::string_view> candidates,
-                                  std::vector<int64_t>* scores = nullptr);
+                                  std::vector<int64_t>* scores = nullptr, bool every_message = true);
   /// The prioritize verb: scores for candidate node names, in input order.
   std::vector<int64_t> Score(const core::Pod& pod, std::span<const std::string_view> candidates);
   /// The bind verb for `pod` (as the model holds it) on `node`. `bind` is the binder, called

@@ -288,18 +288,40 @@ std::vector<NodeVerdict> Pipeline::Filter(const CycleContext& ctx, std::span<con
     if (i + kPrefetchAhead < candidates.size()) PrefetchNode(nodes[i + kPrefetchAhead]);
     const core::NodeState* node = nodes[i];
     if (node == nullptr) {
-      out[i] = UnknownNodeVerdict();
+      out[i] = cycle.messages ? UnknownNodeVerdict() : UnknownNodeVerdict().Bare();
     } else if (!admitted.ok()) {
-      out[i] = admitted;
-    } else {
-      out[i] = FilterNode(cycle, *node);
-      if (score && out[i].ok()) (*scores)[i] = WeightedMean(points_.score, applies, scoring, *node);
+      out[i] = cycle.messages ? admitted : admitted.Bare();
+    } else if (NodeVerdict v = FilterNode(cycle, *node); !v.ok()) {
+      out[i] = std::move(v);  // out[i] is a pass until then
+    } else if (score) {
+      (*scores)[i] = WeightedMean(points_.score, applies, scoring, *node);
     }
   }
+  if (!cycle.messages) GiveFirstWords(cycle, admitted, nodes, out);
   // With scores the caller answers only the best-scoring nodes that pass (filterAnswer
   // "best"): those are what the prioritize that follows names, so only they are remembered.
   if (admitted.ok()) passed_->Remember(cycle.state, cycle.pod, candidates, nodes, out, scores);
   return out;
+}
+
+void Pipeline::GiveFirstWords(const CycleContext& cycle, const NodeVerdict& admitted,
+                              std::span<const core::NodeState* const> nodes,
+                              std::vector<NodeVerdict>& out) const {
+  CycleContext worded = cycle;
+  worded.messages = true;
+  std::vector<char> seen;
+  for (size_t i = 0; i < out.size(); ++i) {
+    NodeVerdict& v = out[i];
+    const auto r = static_cast<size_t>(v.reason);
+    if (v.ok() || (r < seen.size() && seen[r])) continue;
+    if (r >= seen.size()) seen.resize(r + 1);
+    seen[r] = 1;
+    // The same decision again with words: the same model and the same cycle's memos.
+    NodeVerdict again = nodes[i] == nullptr ? UnknownNodeVerdict()
+                        : !admitted.ok()    ? admitted
+                                            : FilterNode(worded, *nodes[i]);
+    if (again.fit == v.fit && again.reason == v.reason) v = std::move(again);
+  }
 }
 
 std::optional<ReclaimPlan> Pipeline::PostFilter(const CycleContext& in) const {
@@ -367,6 +389,7 @@ EligibleFn Pipeline::Eligibility(const core::ClusterState& state, absl::Time now
                            .pod = pod,
                            .now = now,
                            .explain = false,
+                           .messages = false,  // whether, not why
                            .reclaim_blocked = true,
                            .planning = true,
                            .pipeline = this};

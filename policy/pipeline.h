@@ -109,7 +109,8 @@ class Pipeline {
   /// kUnknownNode. With `scores`, each node that passes is also scored as Score would score it
   /// (its own context and cycle state), in the same pass while its state is in cache; the
   /// others get 0. The caller then answers only the best-scoring nodes that pass (filterAnswer
-  /// "best"), so only those are remembered for the Score that follows.
+  /// "best"), so only those are remembered for the Score that follows. With `ctx.messages`
+  /// off, only the first verdict of each reason carries its message.
   std::vector<NodeVerdict> Filter(const CycleContext& ctx, std::span<const std::string_view> candidates,
                                   std::vector<int64_t>* scores = nullptr) const;
 
@@ -163,6 +164,10 @@ class Pipeline {
  private:
   /// `ctx` with this pipeline as its `pipeline`.
   CycleContext Own(const CycleContext& ctx) const;
+  /// After a Filter without messages: the first verdict of each reason is made again with its
+  /// words (the message berth's Events quote), from the same cycle.
+  void GiveFirstWords(const CycleContext& cycle, const NodeVerdict& admitted,
+                      std::span<const core::NodeState* const> nodes, std::vector<NodeVerdict>& out) const;
   Points points_;
   int64_t total_weight_ = 0;
   /// PreFilter modules that answer at bind (those without a Permit of their own).

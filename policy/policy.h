@@ -77,6 +77,12 @@ struct CycleContext {
   /// only reads the node-independent message, and building hundreds of detail strings per call
   /// would cost more than the decision itself.
   bool explain = true;
+  /// Fill NodeVerdict::message on every verdict. Off, a filter gives a failing node its fit and
+  /// reason only: kube-scheduler's short answers name the reason's summary (ReasonSummary), and
+  /// a planner asks only whether a pod fits, so neither pays for words per rejected node (a
+  /// busy cluster rejects most candidates). Pipeline::Filter then gives words to the first
+  /// verdict of each reason alone, which is what berth's Events about waiting pods quote.
+  bool messages = true;
   /// Per-module state of this cycle; null when the caller checks a single node (a module then
   /// computes what it needs for that call alone).
   CycleState* cycle = nullptr;
@@ -103,6 +109,9 @@ struct CycleContext {
   /// The pipeline running the decision (set by the pipeline itself): what a module asks when it
   /// needs a what-if of its own (WhatIf(state, now, pipeline)).
   const Pipeline* pipeline = nullptr;
+
+  /// The words a verdict made in this context carries (explain implies the message).
+  Words words() const { return explain ? Words::kDetail : messages ? Words::kMessage : Words::kNone; }
 
   int64_t FreeOf(const core::NodeState& node, core::ResourceId id) const {
     return whatif != nullptr ? whatif->FreeOf(node, id) : node.FreeOf(id);

@@ -69,7 +69,13 @@ struct NodeVerdict {
 
   bool ok() const { return fit == Fit::kFit; }
   static NodeVerdict Ok() { return NodeVerdict{}; }
+  /// The same fit and reason without words.
+  NodeVerdict Bare() const { return NodeVerdict{.fit = fit, .reason = reason}; }
 };
+
+/// The words a verdict is given besides its fit and reason: none (only whether and why, by
+/// code), the node-independent message, or the message and the node's numbers (detail).
+enum class Words : uint8_t { kNone, kMessage, kDetail };
 
 /// Extender scores run 0..kMaxScore (kube-scheduler's MaxExtenderPriority).
 inline constexpr int64_t kMaxScore = 10;

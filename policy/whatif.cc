@@ -34,13 +34,14 @@ core::ResourceVector WhatIf::Free(const core::NodeState& node) const {
 }
 
 NodeVerdict WhatIf::Check(const core::Pod& pod, const core::NodeState& node, bool as_plan,
-                          bool explain) const {
+                          Words words) const {
   if (!node.present) {
     return NodeVerdict{.fit = Fit::kUnschedulable,
                        .reason = Reason::kUnknownNode,
                        .message = "unknown node"};
   }
   if (!core::PlacementAllows(pod, node.node)) {
+    if (words == Words::kNone) return NodeVerdict{.fit = Fit::kUnresolvable, .reason = Reason::kNodeConstraint};
     std::string why;
     core::PlacementAllows(pod, node.node, &why);
     return NodeVerdict{.fit = Fit::kUnresolvable,
@@ -50,13 +51,14 @@ NodeVerdict WhatIf::Check(const core::Pod& pod, const core::NodeState& node, boo
   const CycleContext ctx{.state = state_,
                          .pod = pod,
                          .now = now_,
-                         .explain = explain,
+                         .explain = words == Words::kDetail,
+                         .messages = words != Words::kNone,
                          .reclaim_blocked = as_plan,
                          .planning = as_plan,
                          .whatif = this};
   if (pipeline_ == nullptr) {
     return CheckFit(state_.resources(), pod.request, node, state_.OwnReservation(pod.uid, node),
-                    explain, this);
+                    words, this);
   }
   if (!as_plan) {
     // A bind: the pod-level gates as bind asks them (PreFilter modules, and Permit in place of

@@ -47,8 +47,9 @@ class WhatIf {
   /// Whether `pod` may go on `node` once the tentative operations are carried out: every filter
   /// of the pipeline, reading room through this what-if. Gang filters stand aside when
   /// `as_plan` (a planner is choosing the member's node; its reservation is what is planned).
+  /// `words`: what the verdict says besides its fit and reason (a planner asks only whether).
   NodeVerdict Check(const core::Pod& pod, const core::NodeState& node, bool as_plan = true,
-                    bool explain = false) const;
+                    Words words = Words::kNone) const;
 
   /// Places `pod` on `node` tentatively: the node loses the pod's request; room held for the pod
   /// elsewhere (a reservation) is given back, as a bind or a new reservation would release it.

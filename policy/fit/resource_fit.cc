@@ -10,7 +10,7 @@ namespace berth::policy {
 
 NodeVerdict CheckFit(const core::ResourceNames& names, const core::ResourceVector& request,
                      const core::NodeState& node, const core::ResourceVector* extra_free,
-                     bool explain, const WhatIf* whatif) {
+                     Words words, const WhatIf* whatif) {
   NodeVerdict v;
   std::string short_names;
   std::string requests;
@@ -29,10 +29,11 @@ NodeVerdict CheckFit(const core::ResourceNames& names, const core::ResourceVecto
     const bool never = want > alloc;
     if (never) v.fit = Fit::kUnresolvable;
     if (v.fit != Fit::kUnresolvable) v.fit = Fit::kUnschedulable;
+    if (words == Words::kNone) continue;
     StrAppend(&short_names, short_names.empty() ? "" : ", ", names.Name(id));
     StrAppend(&requests, requests.empty() ? "" : ", ",
                     core::FormatAmount(names, id, want), " ", names.Name(id));
-    if (!explain) continue;
+    if (words != Words::kDetail) continue;
     StrAppend(&v.detail, v.detail.empty() ? "" : "; ", names.Name(id), ": requested ",
                     core::FormatAmount(names, id, want), ", free ",
                     core::FormatAmount(names, id, have), " (allocatable ",
@@ -54,6 +55,10 @@ NodeVerdict CheckFit(const core::ResourceNames& names, const core::ResourceVecto
                                                             core::SaturatingSub(want, have))));
   }
   if (v.fit == Fit::kFit) return v;
+  if (words == Words::kNone) {
+    v.reason = v.fit == Fit::kUnresolvable ? Reason::kExceedsAllocatable : Reason::kInsufficientResource;
+    return v;
+  }
   if (v.fit == Fit::kUnresolvable) {
     v.reason = Reason::kExceedsAllocatable;
     v.message = StrCat("berth: node too small for the pod's ", short_names,
@@ -70,6 +75,7 @@ NodeVerdict ResourceFitModule::Filter(const CycleContext& ctx, const core::NodeS
   // check counts it here, on the what-if's room.
   if (ctx.planning && ctx.whatif == nullptr) return NodeVerdict::Ok();
   if (!ctx.pod.unknown_requests.empty()) {
+    if (!ctx.messages) return NodeVerdict{.fit = Fit::kUnresolvable, .reason = Reason::kResourceNotOffered};
     std::string names;
     for (const auto& [name, amount] : ctx.pod.unknown_requests) {
       StrAppend(&names, names.empty() ? "" : ", ", name);
@@ -81,7 +87,7 @@ NodeVerdict ResourceFitModule::Filter(const CycleContext& ctx, const core::NodeS
                                         ", which no node in berth's model advertises")};
   }
   return CheckFit(ctx.state.resources(), ctx.pod.request, node,
-                  ctx.state.OwnReservation(ctx.pod.uid, node), ctx.explain, ctx.whatif);
+                  ctx.state.OwnReservation(ctx.pod.uid, node), ctx.words(), ctx.whatif);
 }
 
 bool ResourceFitModule::Review(const CycleContext& ctx, const core::NodeState& node,
@@ -91,7 +97,7 @@ bool ResourceFitModule::Review(const CycleContext& ctx, const core::NodeState& n
     // Only pods berth counts on this node free room in berth's accounting.
     if (v.known != nullptr && v.known->counted_on == node.slot) whatif.Evict(*v.known);
   }
-  NodeVerdict fit = whatif.Check(ctx.pod, node, /*as_plan=*/true, ctx.explain);
+  NodeVerdict fit = whatif.Check(ctx.pod, node, /*as_plan=*/true, ctx.words());
   if (fit.ok()) return true;
   *why = NodeVerdict{.fit = Fit::kUnresolvable,
                      .reason = Reason::kPreemptionNotHelpful,

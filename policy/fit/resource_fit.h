@@ -35,11 +35,12 @@ class ResourceFitModule final : public FilterPlugin, public PreemptionReviewPlug
 /// in-flight binds - room held for pods) plus `extra_free` (room that evictions would free, or
 /// room held for this very pod), if given. Only the
 /// resources the pod requests are looked at, so a fit costs a few compares.
-/// `explain` fills the verdict's detail.
+/// `words` says what the verdict of a node that does not fit says besides its fit and reason
+/// (a caller that only asks whether the pod fits takes none, and no string is built).
 /// `whatif`, when given, supplies the free room (tentative placements and evictions counted).
 NodeVerdict CheckFit(const core::ResourceNames& names, const core::ResourceVector& request,
                      const core::NodeState& node, const core::ResourceVector* extra_free,
-                     bool explain, const WhatIf* whatif = nullptr);
+                     Words words, const WhatIf* whatif = nullptr);
 
 /// How far a node is from fitting `want`: over the resources `want` asks for, the sum of the
 /// fraction missing (0 when it fits; 2 when two resources are wholly missing). `have(id)` gives

@@ -876,10 +876,9 @@ NodeVerdict GangModule::Filter(const CycleContext& ctx, const core::NodeState& n
                             ? ctx.cycle->Get<MemberMemo>(this, [&] { return MakeMemberMemo(ctx); })
                             : local.emplace(MakeMemberMemo(ctx));
   if (m.reserved == core::kNoNode || m.reserved == node.slot) return NodeVerdict::Ok();
-  return NodeVerdict{.fit = Fit::kUnresolvable,
-                     .reason = Reason::kGangReservedElsewhere,
-                     .message = m.elsewhere,
-                     .detail = {}};
+  NodeVerdict v{.fit = Fit::kUnresolvable, .reason = Reason::kGangReservedElsewhere};
+  if (ctx.messages) v.message = m.elsewhere;
+  return v;
 }
 
 bool GangTopologyScore::Applies(const CycleContext& ctx) const {
@@ -1034,7 +1033,7 @@ bool GangModule::Review(const CycleContext& ctx, const core::NodeState& node,
     for (const Victim& v : proposal->victims) {
       if (v.known != nullptr && v.known->counted_on == node.slot) freed.Add(v.known->pod.request);
     }
-    return CheckFit(ctx.state.resources(), ctx.pod.request, node, &freed, false).ok();
+    return CheckFit(ctx.state.resources(), ctx.pod.request, node, &freed, Words::kNone).ok();
   };
   if (!freed_enough()) {
     for (core::PodSlot slot : node.pods) {

@@ -108,11 +108,11 @@ NodeVerdict GpuReserveFilter::Filter(const CycleContext& ctx, const core::NodeSt
   const Reserve cpu = CheckReserve(ctx, node, core::kCpu, cpu_per_gpu_milli_, free_gpus);
   const Reserve memory = CheckReserve(ctx, node, core::kMemory, memory_per_gpu_, free_gpus);
   if (!cpu.is_short && !memory.is_short) return NodeVerdict::Ok();
-  NodeVerdict v{.fit = Fit::kUnschedulable,
-                .reason = Reason::kGpuReserved,
-                .message = cpu.is_short && memory.is_short ? both_message_
-                           : cpu.is_short                ? cpu_message_
-                                                       : memory_message_};
+  NodeVerdict v{.fit = Fit::kUnschedulable, .reason = Reason::kGpuReserved};
+  if (!ctx.messages) return v;
+  v.message = cpu.is_short && memory.is_short ? both_message_
+              : cpu.is_short                ? cpu_message_
+                                            : memory_message_;
   if (ctx.explain) {
     const core::ResourceNames& names = ctx.state.resources();
     v.detail = StrCat(free_gpus, " of ", alloc_gpus, " GPUs free");

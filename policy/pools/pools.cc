@@ -164,7 +164,7 @@ bool PoolHasRoom(const core::ClusterState& state, const core::Pod& pod, const Po
     // Room on a node kube-scheduler would not give the pod (taints, cordon, node affinity) is
     // no room for it.
     if (!core::PlacementAllows(pod, n.node)) continue;
-    if (CheckFit(state.resources(), pod.request, n, state.OwnReservation(pod.uid, n), false, whatif)
+    if (CheckFit(state.resources(), pod.request, n, state.OwnReservation(pod.uid, n), Words::kNone, whatif)
             .ok()) {
       return true;
     }
@@ -234,46 +234,56 @@ NodeVerdict PoolsModule::Filter(const CycleContext& ctx, const core::NodeState& 
   if (plan->home && pool == *plan->home) return NodeVerdict::Ok();
   // Past the common case (a node of the pod's home pool): the pod's annotations are read only
   // for the message.
-  const std::string_view home_name = HomePoolName(ctx.pod);
   if (!plan->home) {
-    return NodeVerdict{.fit = Fit::kUnresolvable,
-                       .reason = Reason::kUnknownPool,
-                       .message = StrCat("berth: pool ", home_name, " does not exist")};
+    NodeVerdict v{.fit = Fit::kUnresolvable, .reason = Reason::kUnknownPool};
+    if (ctx.messages) v.message = StrCat("berth: pool ", HomePoolName(ctx.pod), " does not exist");
+    return v;
   }
   // Room held for this pod (a gang member's planned place) was given by these rules when it was
   // planned; the lender is not chosen again, or the gang's own reservations would move it.
   if (ctx.state.OwnReservation(ctx.pod.uid, node) != nullptr) return NodeVerdict::Ok();
   if (!plan->borrowing) plan->borrowing = DecideBorrowing(ctx, *plan);
   const Plan::Borrowing& borrowing = *plan->borrowing;
-  const std::string& pool_name = map.pool(pool).name;
-  auto reject = [&](Reason reason, std::string message) {
-    NodeVerdict v{.fit = Fit::kUnresolvable, .reason = reason, .message = std::move(message)};
-    if (ctx.explain) v.detail = StrCat("node is in pool ", pool_name);
-    return v;
-  };
+  Reason reason;
   if (borrowing.home_has_room) {
-    return reject(Reason::kHomePoolHasRoom,
-                  StrCat("berth: outside the pod's home pool ", home_name, ", which has room"));
+    reason = Reason::kHomePoolHasRoom;
+  } else if (borrowing.reclaiming) {
+    reason = Reason::kReclaiming;
+  } else if (map.pool(*plan->home).disable_borrowing) {
+    reason = Reason::kBorrowingDisabled;
+  } else if (map.pool(pool).disable_sharing) {
+    reason = Reason::kSharingDisabled;
+  } else if (!borrowing.lender || *borrowing.lender != pool) {
+    reason = Reason::kNotLenderPool;
+  } else {
+    return NodeVerdict::Ok();
   }
-  if (borrowing.reclaiming) {
-    return reject(Reason::kReclaiming,
-                  StrCat("berth: home pool ", home_name,
-                         " is full; berth reclaims room there before the pod borrows"));
-  }
-  if (map.pool(*plan->home).disable_borrowing) {
-    return reject(Reason::kBorrowingDisabled,
-                  StrCat("berth: home pool ", home_name, " is full and does not allow borrowing"));
-  }
-  if (map.pool(pool).disable_sharing) {
-    return reject(Reason::kSharingDisabled, StrCat("berth: pool ", pool_name, " does not lend its nodes"));
-  }
-  if (!borrowing.lender || *borrowing.lender != pool) {
-    return reject(Reason::kNotLenderPool,
-                  borrowing.lender ? StrCat("berth: home pool ", home_name, " is full; borrowing from pool ",
+  NodeVerdict v{.fit = Fit::kUnresolvable, .reason = reason};
+  if (!ctx.messages) return v;
+  const std::string_view home_name = HomePoolName(ctx.pod);
+  const std::string& pool_name = map.pool(pool).name;
+  switch (reason) {
+    case Reason::kHomePoolHasRoom:
+      v.message = StrCat("berth: outside the pod's home pool ", home_name, ", which has room");
+      break;
+    case Reason::kReclaiming:
+      v.message = StrCat("berth: home pool ", home_name,
+                         " is full; berth reclaims room there before the pod borrows");
+      break;
+    case Reason::kBorrowingDisabled:
+      v.message = StrCat("berth: home pool ", home_name, " is full and does not allow borrowing");
+      break;
+    case Reason::kSharingDisabled:
+      v.message = StrCat("berth: pool ", pool_name, " does not lend its nodes");
+      break;
+    default:
+      v.message = borrowing.lender ? StrCat("berth: home pool ", home_name, " is full; borrowing from pool ",
                                             map.pool(*borrowing.lender).name, " (most free resources)")
-                               : StrCat("berth: home pool ", home_name, " is full; no pool lends room"));
+                                   : StrCat("berth: home pool ", home_name, " is full; no pool lends room");
+      break;
   }
-  return NodeVerdict::Ok();
+  if (ctx.explain) v.detail = StrCat("node is in pool ", pool_name);
+  return v;
 }
 
 // ---- preemption ---------------------------------------------------------------------------------

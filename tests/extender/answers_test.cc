@@ -6,6 +6,7 @@
 #include <catch2/catch.hpp>
 
 #include <cstdint>
+#include <map>
 #include <set>
 #include <string>
 #include <string_view>
@@ -174,10 +175,9 @@ TEST_CASE("prioritize through the service: hosts berth scores 0 are named withou
   CHECK(scores.at("cpu-1") > 0);
 }
 
-TEST_CASE("filter answers give each rejected node its reason's short summary, one text per reason",
-          "[protocol][answers]") {
-  Harness h;
-  h.Apply(Json::array(
+// Nodes that reject a 6-cpu, 30Gi pod for each resource set, and one that takes it.
+Json RejectingCluster() {
+  return Json::array(
       {Event("ADDED", MakeNode("cpu-short").Cpu("8").Memory("64Gi").Obj()),
        Event("ADDED", MakeNode("mem-short").Cpu("32").Memory("64Gi").Obj()),
        Event("ADDED", MakeNode("both-short").Cpu("32").Memory("64Gi").Obj()),
@@ -186,9 +186,17 @@ TEST_CASE("filter answers give each rejected node its reason's short summary, on
        Event("ADDED", MakeNode("roomy").Cpu("64").Memory("256Gi").Obj()),
        Event("ADDED", MakePod("a").Cpu("4").Node("cpu-short").Phase("Running").Obj()),
        Event("ADDED", MakePod("b").Memory("40Gi").Node("mem-short").Phase("Running").Obj()),
-       Event("ADDED", MakePod("c").Cpu("28").Memory("40Gi").Node("both-short").Phase("Running").Obj())}));
-  const MakePod pod = MakePod("p").Cpu("6").Memory("30Gi");
-  const std::vector<std::string> nodes = {"cpu-short", "mem-short", "both-short", "tiny", "small", "roomy"};
+       Event("ADDED", MakePod("c").Cpu("28").Memory("40Gi").Node("both-short").Phase("Running").Obj())});
+}
+const MakePod kRejected = MakePod("p").Cpu("6").Memory("30Gi");
+const std::vector<std::string> kRejecting = {"cpu-short", "mem-short", "both-short", "tiny", "small", "roomy"};
+
+TEST_CASE("filter answers give each rejected node its reason's short summary, one text per reason",
+          "[protocol][answers]") {
+  Harness h;
+  h.Apply(RejectingCluster());
+  const MakePod& pod = kRejected;
+  const std::vector<std::string>& nodes = kRejecting;
   const Verdicts v = FilterPod(h, pod, nodes);  // checks each text is its reason's summary
   CHECK(v.fit == std::vector<std::string>{"roomy"});
   // Short of cpu, of memory, of both: one reason, one text, so kube-scheduler's event counts 3.
@@ -225,6 +233,28 @@ TEST_CASE("filter answers give each rejected node its reason's short summary, on
   CHECK(texts_now.size() == 2);
   CHECK(texts_before.size() == 5);
   CHECK(now.dump().size() < before.dump().size());
+}
+
+TEST_CASE("filter answers in the long form give every rejected node its own message",
+          "[protocol][answers]") {
+  // The short form's verdicts carry words on the first node of each reason only; the long form
+  // names every node's own.
+  Harness h({}, extender::Mode::kStandalone,
+            [](extender::ServiceOptions& o) { o.answers = AnswerForm::kLong; });
+  h.Apply(RejectingCluster());
+  const Json answer = h.Filter(ArgsNames(kRejected.Obj(), kRejecting));
+  CHECK(answer["NodeNames"] == Json::array({"roomy"}));
+  const std::map<std::string, std::string> expected = {
+      {"cpu-short", "berth: insufficient cpu (pod requests 6 cpu)"},
+      {"mem-short", "berth: insufficient memory (pod requests 30Gi memory)"},
+      {"both-short", "berth: insufficient cpu, memory (pod requests 6 cpu, 30Gi memory)"},
+      {"tiny", "berth: node too small for the pod's cpu, memory (pod requests 6 cpu, 30Gi memory)"},
+      {"small", "berth: node too small for the pod's cpu (pod requests 6 cpu)"}};
+  std::map<std::string, std::string> texts;
+  for (const char* map : {"FailedNodes", "FailedAndUnresolvableNodes"}) {
+    for (const auto& [node, text] : answer[map].items()) texts[node] = text.get<std::string>();
+  }
+  CHECK(texts == expected);
 }
 
 TEST_CASE("every reason has its own short summary", "[protocol][answers]") {

@@ -283,6 +283,22 @@ TEMPLATE_TEST_CASE("Filter contract", "[contract][concurrency]", BERTH_FILTER_MO
         });
       }
     }
+    SECTION("without messages: the same fit and reason, and no words") {
+      for (const core::Pod& pod : cluster.pods()) {
+        const CycleContext worded{.state = *view, .pod = pod, .now = now, .explain = false};
+        CycleContext bare = worded;
+        bare.messages = false;
+        view->ForEachNode([&](core::NodeSlot, const core::NodeState& n) {
+          const NodeVerdict v = module->Filter(bare, n);
+          const NodeVerdict w = module->Filter(worded, n);
+          INFO(pod.name << "@" << n.node.name << ": " << Describe(w));
+          CHECK(v.fit == w.fit);
+          CHECK(v.reason == w.reason);
+          CHECK(v.message.empty());
+          CHECK(v.detail.empty());
+        });
+      }
+    }
     SECTION("thread-safe on one view") {
       CheckSameFromThreads([&] { return AllVerdicts(*module, *view, cluster.pods(), now); }, first);
     }

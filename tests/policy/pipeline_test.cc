@@ -15,6 +15,7 @@
 #include "core/cluster_model.h"
 #include "core/objects.h"
 #include "core/resources.h"
+#include "policy/fit/resource_fit.h"
 #include "policy/policy.h"
 #include "policy/verdict.h"
 
@@ -261,6 +262,75 @@ TEST_CASE_METHOD(PipelineTest, "Pipeline: an admission refusal applies to every 
   CHECK(v[2].fit == Fit::kUnresolvable);
   CHECK(v[2].message == "gang not admitted");
   CHECK(calls->load() == 0);
+}
+
+TEST_CASE_METHOD(PipelineTest,
+                 "Pipeline: a filter without messages decides the same, and gives words to the first "
+                 "verdict of each reason only",
+                 "[pipeline]") {
+  // n1, n2, n3: 4 CPUs, n2 and n3 with 2 in use; small1, small2: 2 CPUs. The pod asks for 3.
+  for (const char* name : {"small1", "small2"}) {
+    core::Node n;
+    n.name = name;
+    n.allocatable.Set(core::kCpu, 2000);
+    n.allocatable.Set(core::kPods, 110);
+    REQUIRE(model_.Apply(core::NodeUpsert{std::move(n)}).refused.empty());
+  }
+  for (const char* node : {"n2", "n3"}) {
+    core::Pod running;
+    running.uid = running.name = std::string("on-") + node;
+    running.ns = "default";
+    running.node_name = node;
+    running.phase = core::PodPhase::kRunning;
+    running.request.Set(core::kCpu, 2000);
+    REQUIRE(model_.Apply(core::PodUpsert{std::move(running)}).refused.empty());
+  }
+  pod_.request.Set(core::kCpu, 3000);
+  Pipeline p({.filter = {std::make_shared<ResourceFitModule>()}});
+  auto view = model_.Read();
+  const std::vector<std::string_view> candidates = {"ghost", "small1", "n1", "n2", "n3",
+                                                    "small2", "ghost2"};
+  const CycleContext worded{.state = *view, .pod = pod_, .now = clock_.Now(), .explain = false};
+  CycleContext bare = worded;
+  bare.messages = false;
+  const std::vector<NodeVerdict> all = p.Filter(worded, candidates);
+  const std::vector<NodeVerdict> v = p.Filter(bare, candidates);
+  REQUIRE(all.size() == candidates.size());
+  REQUIRE(v.size() == candidates.size());
+  for (size_t i = 0; i < v.size(); ++i) {
+    INFO(candidates[i]);
+    CHECK(v[i].fit == all[i].fit);
+    CHECK(v[i].reason == all[i].reason);
+    if (!all[i].ok()) CHECK_FALSE(all[i].message.empty());
+    // The first of each reason says what the worded filter says; the others say nothing.
+    const bool first = i == 0 || i == 1 || i == 3;
+    CHECK(v[i].message == (first ? all[i].message : ""));
+    CHECK(v[i].detail == (first ? all[i].detail : ""));
+  }
+  CHECK(all[1].reason == Reason::kExceedsAllocatable);
+  CHECK(all[2].ok());
+  CHECK(all[3].reason == Reason::kInsufficientResource);
+  CHECK(all[4].reason == Reason::kInsufficientResource);
+  CHECK(all[5].reason == Reason::kExceedsAllocatable);
+  CHECK(v[1].message == "berth: node too small for the pod's cpu (pod requests 3 cpu)");
+  CHECK(v[3].message == "berth: insufficient cpu (pod requests 3 cpu)");
+
+  SECTION("an admission refusal: words on the first known node") {
+    const NodeVerdict refusal = Fail(Fit::kUnresolvable, Reason::kQueueWaiting, "waits its turn");
+    Pipeline q({.prefilter = {std::make_shared<FakeAdmission>("queue", refusal)},
+                .filter = {std::make_shared<ResourceFitModule>()}});
+    const std::vector<NodeVerdict> r = q.Filter(bare, candidates);
+    CHECK(r[0].reason == Reason::kUnknownNode);
+    CHECK(r[0].message == "unknown node");
+    CHECK(r[1].reason == Reason::kQueueWaiting);
+    CHECK(r[1].message == "waits its turn");
+    for (size_t i : {2, 3, 4, 5}) {
+      INFO(candidates[i]);
+      CHECK(r[i].reason == Reason::kQueueWaiting);
+      CHECK(r[i].fit == Fit::kUnresolvable);
+      CHECK(r[i].message.empty());
+    }
+  }
 }
 
 TEST_CASE_METHOD(PipelineTest, "Pipeline: admission that lets the pod through", "[pipeline]") {

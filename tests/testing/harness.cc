@@ -6,7 +6,8 @@
 
 namespace berth::testing {
 
-Harness::Harness(policy::PolicyConfig config, extender::Mode mode) {
+Harness::Harness(policy::PolicyConfig config, extender::Mode mode,
+                 const std::function<void(extender::ServiceOptions&)>& tune) {
   auto pipeline = policy::BuildDefaultRegistry().Build(config, model_.resources());
   REQUIRE(pipeline.ok());
   binder_ = std::make_unique<extender::LocalBinder>(&model_);
@@ -15,6 +16,7 @@ Harness::Harness(policy::PolicyConfig config, extender::Mode mode) {
   options.scheduler_name = config.scheduler_name;  // as main.cc wires both from one setting
   options.reclaim_timeout = config.pools.reclaim_timeout;
   options.policy = std::make_shared<const policy::PolicyConfig>(config);  // for what-ifs
+  if (tune) tune(options);
   service_ = std::make_unique<extender::Service>(options, &model_, *std::move(pipeline),
                                                  binder_.get(), &clock_);
   service_->SetReady(true);

@@ -1,5 +1,7 @@
 #pragma once
 
+#include <functional>
+
 // A berth service wired as `berth serve` wires it (standalone mode, default policies), on a
 // fake clock, for tests that go through the real request/response interface without HTTP.
 
@@ -17,8 +19,10 @@ namespace berth::testing {
 
 class Harness {
  public:
+  /// `tune`, if given, changes the service's options before the service is made.
   explicit Harness(policy::PolicyConfig config = {},
-                   extender::Mode mode = extender::Mode::kStandalone);
+                   extender::Mode mode = extender::Mode::kStandalone,
+                   const std::function<void(extender::ServiceOptions&)>& tune = nullptr);
 
   extender::Service& service() { return *service_; }
   core::ClusterModel& model() { return model_; }
