@@ -182,13 +182,13 @@ void Pipeline::Unreserve(const CycleContext& in, const core::NodeState& node) co
 
 namespace {
 
-NodeVerdict RunFilters(const std::vector<std::shared_ptr<FilterPlugin>>& filters,
-                       const CycleContext& ctx, const core::NodeState& node) {
+// Whether every filter passes the node; the first that fails sets `*why` (a pass, until then).
+bool RunFilters(const std::vector<std::shared_ptr<FilterPlugin>>& filters, const CycleContext& ctx,
+                const core::NodeState& node, NodeVerdict* why) {
   for (const auto& f : filters) {
-    NodeVerdict v = f->Filter(ctx, node);
-    if (!v.ok()) return v;
+    if (!f->Filter(ctx, node, why)) return false;
   }
-  return NodeVerdict::Ok();
+  return true;
 }
 
 // How many candidates ahead the filter and score loops ask for a node's state. A candidate's
@@ -212,8 +212,13 @@ void PrefetchNode(const core::NodeState* node) {
 NodeVerdict Pipeline::FilterNode(const CycleContext& in, const core::NodeState& node) const {
   // Called once per candidate node: the context is copied only when it does not name this
   // pipeline yet (Filter's own context does).
-  if (in.pipeline != this) return RunFilters(points_.filter, Own(in), node);
-  return RunFilters(points_.filter, in, node);
+  NodeVerdict v;
+  if (in.pipeline != this) {
+    RunFilters(points_.filter, Own(in), node, &v);
+  } else {
+    RunFilters(points_.filter, in, node, &v);
+  }
+  return v;
 }
 
 namespace {
@@ -291,8 +296,7 @@ std::vector<NodeVerdict> Pipeline::Filter(const CycleContext& ctx, std::span<con
       out[i] = cycle.messages ? UnknownNodeVerdict() : UnknownNodeVerdict().Bare();
     } else if (!admitted.ok()) {
       out[i] = cycle.messages ? admitted : admitted.Bare();
-    } else if (NodeVerdict v = FilterNode(cycle, *node); !v.ok()) {
-      out[i] = std::move(v);  // out[i] is a pass until then
+    } else if (!RunFilters(points_.filter, cycle, *node, &out[i])) {  // out[i]: a pass until then
     } else if (score) {
       (*scores)[i] = WeightedMean(points_.score, applies, scoring, *node);
     }

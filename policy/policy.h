@@ -185,8 +185,16 @@ class PreFilterPlugin : public virtual Module {
 /// (gang plans, reclaim, preemption review, bind) runs the same chain.
 class FilterPlugin : public virtual Module {
  public:
-  /// \return kFit, or the first rule the node breaks for this pod.
-  virtual NodeVerdict Filter(const CycleContext& ctx, const core::NodeState& node) const = 0;
+  /// Whether the pod may go on `node`. A pass leaves `*why` as it is (the caller's pass); a
+  /// failure sets it to the first rule the node breaks for this pod, with the words
+  /// `ctx.words()` asks for. Called for every candidate: a pass builds no verdict.
+  virtual bool Filter(const CycleContext& ctx, const core::NodeState& node, NodeVerdict* why) const = 0;
+  /// The verdict alone: kFit, or the first rule the node breaks.
+  NodeVerdict Verdict(const CycleContext& ctx, const core::NodeState& node) const {
+    NodeVerdict v;
+    Filter(ctx, node, &v);
+    return v;
+  }
 };
 
 /// Score: called only for nodes that passed every filter; pure and thread-safe.

@@ -8,28 +8,60 @@
 
 namespace berth::policy {
 
+namespace {
+
+// The room for resource `id` on `node` counted as the pod's, and how much of it the what-if and
+// `extra_free` add (negative: the what-if takes room).
+struct PodRoom {
+  int64_t have;
+  int64_t freed;
+};
+// Inlined: FitOf asks it for every resource of every candidate.
+[[gnu::always_inline]] inline PodRoom PodRoomOf(core::ResourceId id, const core::NodeState& node,
+                                                const core::ResourceVector* extra_free,
+                                                const WhatIf* whatif) {
+  // Room the what-if frees on this node (evictions) or takes (placements), and room held for
+  // this very pod: both count as the pod's.
+  const int64_t base = node.FreeOf(id);
+  int64_t freed = whatif != nullptr ? core::SaturatingSub(whatif->FreeOf(node, id), base) : 0;
+  if (extra_free != nullptr) freed = core::SaturatingAdd(freed, extra_free->Get(id));
+  return {core::SaturatingAdd(base, freed), freed};
+}
+
+}  // namespace
+
+Fit FitOf(const core::ResourceVector& request, const core::NodeState& node,
+          const core::ResourceVector* extra_free, const WhatIf* whatif) {
+  Fit fit = Fit::kFit;
+  for (size_t i = 0; i < request.size(); ++i) {
+    const auto id = static_cast<core::ResourceId>(i);
+    const int64_t want = request.Get(id);
+    if (want <= 0 || want <= PodRoomOf(id, node, extra_free, whatif).have) continue;
+    if (want > node.AllocatableOf(id)) return Fit::kUnresolvable;
+    fit = Fit::kUnschedulable;
+  }
+  return fit;
+}
+
 NodeVerdict CheckFit(const core::ResourceNames& names, const core::ResourceVector& request,
                      const core::NodeState& node, const core::ResourceVector* extra_free,
                      Words words, const WhatIf* whatif) {
-  NodeVerdict v;
+  // Whether it fits first, without a string: most checks are passes, and many callers ask only
+  // whether.
+  NodeVerdict v{.fit = FitOf(request, node, extra_free, whatif)};
+  if (v.fit == Fit::kFit) return v;
+  v.reason = v.fit == Fit::kUnresolvable ? Reason::kExceedsAllocatable : Reason::kInsufficientResource;
+  if (words == Words::kNone) return v;
   std::string short_names;
   std::string requests;
   for (size_t i = 0; i < request.size(); ++i) {
     const auto id = static_cast<core::ResourceId>(i);
     const int64_t want = request.Get(id);
     if (want <= 0) continue;
-    // Room the what-if frees on this node (evictions) or takes (placements), and room held for
-    // this very pod: both count as the pod's.
-    const int64_t base = node.FreeOf(id);
-    int64_t freed = whatif != nullptr ? core::SaturatingSub(whatif->FreeOf(node, id), base) : 0;
-    if (extra_free != nullptr) freed = core::SaturatingAdd(freed, extra_free->Get(id));
-    const int64_t have = core::SaturatingAdd(base, freed);
+    const auto [have, freed] = PodRoomOf(id, node, extra_free, whatif);
     if (want <= have) continue;
     const int64_t alloc = node.AllocatableOf(id);
     const bool never = want > alloc;
-    if (never) v.fit = Fit::kUnresolvable;
-    if (v.fit != Fit::kUnresolvable) v.fit = Fit::kUnschedulable;
-    if (words == Words::kNone) continue;
     StrAppend(&short_names, short_names.empty() ? "" : ", ", names.Name(id));
     StrAppend(&requests, requests.empty() ? "" : ", ",
                     core::FormatAmount(names, id, want), " ", names.Name(id));
@@ -54,40 +86,33 @@ NodeVerdict CheckFit(const core::ResourceNames& names, const core::ResourceVecto
                                          core::FormatAmount(names, id,
                                                             core::SaturatingSub(want, have))));
   }
-  if (v.fit == Fit::kFit) return v;
-  if (words == Words::kNone) {
-    v.reason = v.fit == Fit::kUnresolvable ? Reason::kExceedsAllocatable : Reason::kInsufficientResource;
-    return v;
-  }
   if (v.fit == Fit::kUnresolvable) {
-    v.reason = Reason::kExceedsAllocatable;
-    v.message = StrCat("berth: node too small for the pod's ", short_names,
-                             " (pod requests ", requests, ")");
+    v.message = StrCat("berth: node too small for the pod's ", short_names, " (pod requests ", requests, ")");
   } else {
-    v.reason = Reason::kInsufficientResource;
     v.message = StrCat("berth: insufficient ", short_names, " (pod requests ", requests, ")");
   }
   return v;
 }
 
-NodeVerdict ResourceFitModule::Filter(const CycleContext& ctx, const core::NodeState& node) const {
+bool ResourceFitModule::Filter(const CycleContext& ctx, const core::NodeState& node, NodeVerdict* why) const {
   // Eligibility (planning without a what-if) leaves room to the planner's own count; a what-if
   // check counts it here, on the what-if's room.
-  if (ctx.planning && ctx.whatif == nullptr) return NodeVerdict::Ok();
+  if (ctx.planning && ctx.whatif == nullptr) return true;
   if (!ctx.pod.unknown_requests.empty()) {
-    if (!ctx.messages) return NodeVerdict{.fit = Fit::kUnresolvable, .reason = Reason::kResourceNotOffered};
+    *why = NodeVerdict{.fit = Fit::kUnresolvable, .reason = Reason::kResourceNotOffered};
+    if (!ctx.messages) return false;
     std::string names;
     for (const auto& [name, amount] : ctx.pod.unknown_requests) {
       StrAppend(&names, names.empty() ? "" : ", ", name);
     }
-    return NodeVerdict{.fit = Fit::kUnresolvable,
-                       .reason = Reason::kResourceNotOffered,
-                       .message = StrCat("berth: no node offers ", names),
-                       .detail = StrCat("the pod requests ", names,
-                                        ", which no node in berth's model advertises")};
+    why->message = StrCat("berth: no node offers ", names);
+    why->detail = StrCat("the pod requests ", names, ", which no node in berth's model advertises");
+    return false;
   }
-  return CheckFit(ctx.state.resources(), ctx.pod.request, node,
-                  ctx.state.OwnReservation(ctx.pod.uid, node), ctx.words(), ctx.whatif);
+  const core::ResourceVector* own = ctx.state.OwnReservation(ctx.pod.uid, node);
+  if (FitOf(ctx.pod.request, node, own, ctx.whatif) == Fit::kFit) return true;
+  *why = CheckFit(ctx.state.resources(), ctx.pod.request, node, own, ctx.words(), ctx.whatif);
+  return false;
 }
 
 bool ResourceFitModule::Review(const CycleContext& ctx, const core::NodeState& node,

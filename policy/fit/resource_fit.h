@@ -26,7 +26,7 @@ namespace berth::policy {
 class ResourceFitModule final : public FilterPlugin, public PreemptionReviewPlugin {
  public:
   std::string_view Name() const override { return "resource-fit"; }
-  NodeVerdict Filter(const CycleContext& ctx, const core::NodeState& node) const override;
+  bool Filter(const CycleContext& ctx, const core::NodeState& node, NodeVerdict* why) const override;
   bool Review(const CycleContext& ctx, const core::NodeState& node, NodeVictims* proposal,
               NodeVerdict* why) const override;
 };
@@ -41,6 +41,9 @@ class ResourceFitModule final : public FilterPlugin, public PreemptionReviewPlug
 NodeVerdict CheckFit(const core::ResourceNames& names, const core::ResourceVector& request,
                      const core::NodeState& node, const core::ResourceVector* extra_free,
                      Words words, const WhatIf* whatif = nullptr);
+/// CheckFit's fit alone.
+Fit FitOf(const core::ResourceVector& request, const core::NodeState& node,
+          const core::ResourceVector* extra_free, const WhatIf* whatif = nullptr);
 
 /// How far a node is from fitting `want`: over the resources `want` asks for, the sum of the
 /// fraction missing (0 when it fits; 2 when two resources are wholly missing). `have(id)` gives

@@ -868,17 +868,17 @@ MemberMemo MakeMemberMemo(const CycleContext& ctx) {
 }
 }  // namespace
 
-NodeVerdict GangModule::Filter(const CycleContext& ctx, const core::NodeState& node) const {
-  if (ctx.planning) return NodeVerdict::Ok();
+bool GangModule::Filter(const CycleContext& ctx, const core::NodeState& node, NodeVerdict* why) const {
+  if (ctx.planning) return true;
   // By reference: called for every candidate, and the memo holds a string.
   std::optional<MemberMemo> local;
   const MemberMemo& m = ctx.cycle != nullptr
                             ? ctx.cycle->Get<MemberMemo>(this, [&] { return MakeMemberMemo(ctx); })
                             : local.emplace(MakeMemberMemo(ctx));
-  if (m.reserved == core::kNoNode || m.reserved == node.slot) return NodeVerdict::Ok();
-  NodeVerdict v{.fit = Fit::kUnresolvable, .reason = Reason::kGangReservedElsewhere};
-  if (ctx.messages) v.message = m.elsewhere;
-  return v;
+  if (m.reserved == core::kNoNode || m.reserved == node.slot) return true;
+  *why = NodeVerdict{.fit = Fit::kUnresolvable, .reason = Reason::kGangReservedElsewhere};
+  if (ctx.messages) why->message = m.elsewhere;
+  return false;
 }
 
 bool GangTopologyScore::Applies(const CycleContext& ctx) const {

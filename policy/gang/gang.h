@@ -196,7 +196,7 @@ class GangModule final : public PreFilterPlugin,
   explicit GangModule(std::shared_ptr<const GangPlanner> planner) : planner_(std::move(planner)) {}
   std::string_view Name() const override { return "gang"; }
   NodeVerdict PreFilter(const CycleContext& ctx) const override;
-  NodeVerdict Filter(const CycleContext& ctx, const core::NodeState& node) const override;
+  bool Filter(const CycleContext& ctx, const core::NodeState& node, NodeVerdict* why) const override;
   NodeVerdict Permit(const CycleContext& ctx, const core::NodeState& node) const override;
   bool Review(const CycleContext& ctx, const core::NodeState& node, NodeVictims* proposal,
               NodeVerdict* why) const override;

@@ -100,16 +100,17 @@ void AppendReserveDetail(std::string* out, const core::ResourceNames& names, cor
 
 }  // namespace
 
-NodeVerdict GpuReserveFilter::Filter(const CycleContext& ctx, const core::NodeState& node) const {
-  if (RequestsGpu(ctx.pod) || !HasGpus(node)) return NodeVerdict::Ok();
+bool GpuReserveFilter::Filter(const CycleContext& ctx, const core::NodeState& node, NodeVerdict* why) const {
+  if (RequestsGpu(ctx.pod) || !HasGpus(node)) return true;
   const int64_t alloc_gpus = node.AllocatableOf(core::kNvidiaGpu);
   const int64_t free_gpus = ctx.FreeOf(node, core::kNvidiaGpu);
-  if (free_gpus <= 0) return NodeVerdict::Ok();
+  if (free_gpus <= 0) return true;
   const Reserve cpu = CheckReserve(ctx, node, core::kCpu, cpu_per_gpu_milli_, free_gpus);
   const Reserve memory = CheckReserve(ctx, node, core::kMemory, memory_per_gpu_, free_gpus);
-  if (!cpu.is_short && !memory.is_short) return NodeVerdict::Ok();
-  NodeVerdict v{.fit = Fit::kUnschedulable, .reason = Reason::kGpuReserved};
-  if (!ctx.messages) return v;
+  if (!cpu.is_short && !memory.is_short) return true;
+  *why = NodeVerdict{.fit = Fit::kUnschedulable, .reason = Reason::kGpuReserved};
+  if (!ctx.messages) return false;
+  NodeVerdict& v = *why;
   v.message = cpu.is_short && memory.is_short ? both_message_
               : cpu.is_short                ? cpu_message_
                                             : memory_message_;
@@ -119,7 +120,7 @@ NodeVerdict GpuReserveFilter::Filter(const CycleContext& ctx, const core::NodeSt
     if (cpu.is_short) AppendReserveDetail(&v.detail, names, core::kCpu, cpu);
     if (memory.is_short) AppendReserveDetail(&v.detail, names, core::kMemory, memory);
   }
-  return v;
+  return false;
 }
 
 // ---- gpu-min-cpu -------------------------------------------------------------------------------

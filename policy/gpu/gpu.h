@@ -53,7 +53,7 @@ class GpuReserveFilter final : public FilterPlugin {
   /// \return an error naming the config field when an amount is negative.
   static absl::StatusOr<std::unique_ptr<GpuReserveFilter>> Create(const GpuConfig& config);
   std::string_view Name() const override { return "gpu-reserve"; }
-  NodeVerdict Filter(const CycleContext& ctx, const core::NodeState& node) const override;
+  bool Filter(const CycleContext& ctx, const core::NodeState& node, NodeVerdict* why) const override;
 
  private:
   GpuReserveFilter(int64_t cpu_per_gpu_milli, int64_t memory_per_gpu);

@@ -220,7 +220,7 @@ PoolsModule::Plan::Borrowing PoolsModule::DecideBorrowing(const CycleContext& ct
   return b;
 }
 
-NodeVerdict PoolsModule::Filter(const CycleContext& ctx, const core::NodeState& node) const {
+bool PoolsModule::Filter(const CycleContext& ctx, const core::NodeState& node, NodeVerdict* why) const {
   std::optional<Plan> local;
   const Plan* plan;
   if (ctx.cycle != nullptr) {
@@ -231,17 +231,17 @@ NodeVerdict PoolsModule::Filter(const CycleContext& ctx, const core::NodeState& 
   }
   const PoolMap& map = *plan->map;
   const PoolId pool = map.PoolOf(node.slot);
-  if (plan->home && pool == *plan->home) return NodeVerdict::Ok();
+  if (plan->home && pool == *plan->home) return true;
   // Past the common case (a node of the pod's home pool): the pod's annotations are read only
   // for the message.
   if (!plan->home) {
-    NodeVerdict v{.fit = Fit::kUnresolvable, .reason = Reason::kUnknownPool};
-    if (ctx.messages) v.message = StrCat("berth: pool ", HomePoolName(ctx.pod), " does not exist");
-    return v;
+    *why = NodeVerdict{.fit = Fit::kUnresolvable, .reason = Reason::kUnknownPool};
+    if (ctx.messages) why->message = StrCat("berth: pool ", HomePoolName(ctx.pod), " does not exist");
+    return false;
   }
   // Room held for this pod (a gang member's planned place) was given by these rules when it was
   // planned; the lender is not chosen again, or the gang's own reservations would move it.
-  if (ctx.state.OwnReservation(ctx.pod.uid, node) != nullptr) return NodeVerdict::Ok();
+  if (ctx.state.OwnReservation(ctx.pod.uid, node) != nullptr) return true;
   if (!plan->borrowing) plan->borrowing = DecideBorrowing(ctx, *plan);
   const Plan::Borrowing& borrowing = *plan->borrowing;
   Reason reason;
@@ -256,10 +256,11 @@ NodeVerdict PoolsModule::Filter(const CycleContext& ctx, const core::NodeState& 
   } else if (!borrowing.lender || *borrowing.lender != pool) {
     reason = Reason::kNotLenderPool;
   } else {
-    return NodeVerdict::Ok();
+    return true;
   }
-  NodeVerdict v{.fit = Fit::kUnresolvable, .reason = reason};
-  if (!ctx.messages) return v;
+  *why = NodeVerdict{.fit = Fit::kUnresolvable, .reason = reason};
+  if (!ctx.messages) return false;
+  NodeVerdict& v = *why;
   const std::string_view home_name = HomePoolName(ctx.pod);
   const std::string& pool_name = map.pool(pool).name;
   switch (reason) {
@@ -283,7 +284,7 @@ NodeVerdict PoolsModule::Filter(const CycleContext& ctx, const core::NodeState& 
       break;
   }
   if (ctx.explain) v.detail = StrCat("node is in pool ", pool_name);
-  return v;
+  return false;
 }
 
 // ---- preemption ---------------------------------------------------------------------------------

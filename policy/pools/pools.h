@@ -189,7 +189,7 @@ class PoolsModule final : public FilterPlugin,
   PoolsModule(const core::ResourceNames* names, std::string scheduler_name)
       : names_(names), scheduler_name_(std::move(scheduler_name)) {}
   std::string_view Name() const override { return "pools"; }
-  NodeVerdict Filter(const CycleContext& ctx, const core::NodeState& node) const override;
+  bool Filter(const CycleContext& ctx, const core::NodeState& node, NodeVerdict* why) const override;
   std::optional<ReclaimPlan> PostFilter(const CycleContext& ctx) const override;
   std::vector<const core::PodState*> ReclaimCandidates(const CycleContext& ctx,
                                                        const core::NodeState& node) const override;

@@ -210,7 +210,7 @@ std::vector<std::string> AllVerdicts(const FilterPlugin& f, const core::ClusterS
   for (const core::Pod& pod : pods) {
     const CycleContext ctx{.state = s, .pod = pod, .now = now};
     s.ForEachNode([&](core::NodeSlot, const core::NodeState& n) {
-      out.push_back(StrCat(pod.name, "@", n.node.name, ": ", Describe(f.Filter(ctx, n))));
+      out.push_back(StrCat(pod.name, "@", n.node.name, ": ", Describe(f.Verdict(ctx, n))));
     });
   }
   return out;
@@ -271,7 +271,7 @@ TEMPLATE_TEST_CASE("Filter contract", "[contract][concurrency]", BERTH_FILTER_MO
       for (const core::Pod& pod : cluster.pods()) {
         const CycleContext ctx{.state = *view, .pod = pod, .now = now};
         view->ForEachNode([&](core::NodeSlot, const core::NodeState& n) {
-          const NodeVerdict v = module->Filter(ctx, n);
+          const NodeVerdict v = module->Verdict(ctx, n);
           INFO(pod.name << "@" << n.node.name << ": " << Describe(v));
           if (v.ok()) {
             CHECK(v.reason == Reason::kNone);
@@ -289,8 +289,8 @@ TEMPLATE_TEST_CASE("Filter contract", "[contract][concurrency]", BERTH_FILTER_MO
         CycleContext bare = worded;
         bare.messages = false;
         view->ForEachNode([&](core::NodeSlot, const core::NodeState& n) {
-          const NodeVerdict v = module->Filter(bare, n);
-          const NodeVerdict w = module->Filter(worded, n);
+          const NodeVerdict v = module->Verdict(bare, n);
+          const NodeVerdict w = module->Verdict(worded, n);
           INFO(pod.name << "@" << n.node.name << ": " << Describe(w));
           CHECK(v.fit == w.fit);
           CHECK(v.reason == w.reason);
@@ -312,7 +312,7 @@ TEMPLATE_TEST_CASE("Filter contract", "[contract][concurrency]", BERTH_FILTER_MO
       for (const core::Pod& pod : cluster.pods()) {
         const CycleContext ctx{.state = *view, .pod = pod, .now = now};
         view->ForEachNode([&](core::NodeSlot, const core::NodeState& n) {
-          CHECK(Describe((*pipeline)->FilterNode(ctx, n)) == Describe(module->Filter(ctx, n)));
+          CHECK(Describe((*pipeline)->FilterNode(ctx, n)) == Describe(module->Verdict(ctx, n)));
         });
       }
     }

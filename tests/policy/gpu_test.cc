@@ -72,7 +72,7 @@ class GpuTest {
     const core::NodeState* n = view->FindNode(node);
     REQUIRE(n != nullptr);
     const CycleContext ctx{.state = *view, .pod = pod, .now = clock_.Now(), .explain = explain};
-    return f.Filter(ctx, *n);
+    return f.Verdict(ctx, *n);
   }
   int64_t Score(const ScorePlugin& s, const core::Pod& pod, std::string_view node) {
     auto view = model_.Read();

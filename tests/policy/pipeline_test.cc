@@ -31,10 +31,12 @@ class FakeFilter final : public FilterPlugin {
              std::shared_ptr<std::atomic<int>> calls)
       : name_(std::move(name)), verdicts_(std::move(verdicts)), calls_(std::move(calls)) {}
   std::string_view Name() const override { return name_; }
-  NodeVerdict Filter(const CycleContext&, const core::NodeState& node) const override {
+  bool Filter(const CycleContext&, const core::NodeState& node, NodeVerdict* why) const override {
     ++*calls_;
     auto it = verdicts_.find(node.node.name);
-    return it == verdicts_.end() ? NodeVerdict::Ok() : it->second;
+    if (it == verdicts_.end() || it->second.ok()) return true;
+    *why = it->second;
+    return false;
   }
 
  private:

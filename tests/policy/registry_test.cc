@@ -23,9 +23,7 @@ class NamedFilter final : public FilterPlugin {
  public:
   explicit NamedFilter(std::string name) : name_(std::move(name)) {}
   std::string_view Name() const override { return name_; }
-  NodeVerdict Filter(const CycleContext&, const core::NodeState&) const override {
-    return NodeVerdict::Ok();
-  }
+  bool Filter(const CycleContext&, const core::NodeState&, NodeVerdict*) const override { return true; }
 
  private:
   std::string name_;
@@ -46,9 +44,7 @@ class ConstScore final : public ScorePlugin {
 class FilterAndScore final : public FilterPlugin, public ScorePlugin {
  public:
   std::string_view Name() const override { return "both"; }
-  NodeVerdict Filter(const CycleContext&, const core::NodeState&) const override {
-    return NodeVerdict::Ok();
-  }
+  bool Filter(const CycleContext&, const core::NodeState&, NodeVerdict*) const override { return true; }
   int64_t Score(const CycleContext&, const core::NodeState&) const override { return 4; }
 };
 

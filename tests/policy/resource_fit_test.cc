@@ -40,7 +40,7 @@ class FitTest {
     auto view = model_.Read();
     const core::NodeState* n = view->FindNode(node);
     REQUIRE(n != nullptr);
-    return filter_.Filter(CycleContext{.state = *view, .pod = pod, .now = clock_.Now()}, *n);
+    return filter_.Verdict(CycleContext{.state = *view, .pod = pod, .now = clock_.Now()}, *n);
   }
 
   // Runs ResourceFitModule::Review on `node` with victims given by uid (unknown uids stay unknown).
@@ -370,8 +370,8 @@ TEST_CASE_METHOD(FitTest, "ResourceFit: without explain the verdict and message 
   const core::NodeState* n = view->FindNode("n1");
   REQUIRE(n != nullptr);
   const NodeVerdict full =
-      filter_.Filter(CycleContext{.state = *view, .pod = pod, .now = clock_.Now()}, *n);
-  const NodeVerdict fast = filter_.Filter(
+      filter_.Verdict(CycleContext{.state = *view, .pod = pod, .now = clock_.Now()}, *n);
+  const NodeVerdict fast = filter_.Verdict(
       CycleContext{.state = *view, .pod = pod, .now = clock_.Now(), .explain = false}, *n);
   CHECK(full.fit == Fit::kUnschedulable);
   CHECK(fast.fit == full.fit);
