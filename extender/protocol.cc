@@ -385,10 +385,16 @@ std::string EncodeFilterResult(const ExtenderArgs& args,
   for (std::string_view n : args.node_names) names_bytes += n.size() + 3;
   out.reserve(128 + names_bytes);
   auto name = [&](size_t i) { AppendName(&out, args.node_names[i], args.names_plain); };
+  // How many nodes fail each way, counted in the pass list: a map with none is not scanned.
+  size_t unschedulable = 0, unresolvable = 0;
   auto list = [&](auto&& emit) {
     bool first = true;
     for (size_t i = 0; i < verdicts.size(); ++i) {
-      if (!verdicts[i].ok() || (!shown.empty() && !shown[i])) continue;
+      if (!verdicts[i].ok()) {
+        ++(verdicts[i].fit == policy::Fit::kUnschedulable ? unschedulable : unresolvable);
+        continue;
+      }
+      if (!shown.empty() && !shown[i]) continue;
       if (!first) out.push_back(',');
       first = false;
       emit(i);
@@ -407,8 +413,10 @@ std::string EncodeFilterResult(const ExtenderArgs& args,
     out.append(kind == policy::Fit::kUnschedulable ? R"(,"FailedNodes":{)"
                                                    : R"(,"FailedAndUnresolvableNodes":{)");
     bool first = true;
-    for (size_t i = 0; i < verdicts.size(); ++i) {
+    size_t left = kind == policy::Fit::kUnschedulable ? unschedulable : unresolvable;
+    for (size_t i = 0; i < verdicts.size() && left > 0; ++i) {
       if (verdicts[i].fit != kind) continue;
+      --left;
       if (!first) out.push_back(',');
       first = false;
       name(i);
