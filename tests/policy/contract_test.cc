@@ -273,6 +273,12 @@ TEMPLATE_TEST_CASE("Filter contract", "[contract][concurrency]", BERTH_FILTER_MO
         view->ForEachNode([&](core::NodeSlot, const core::NodeState& n) {
           const NodeVerdict v = module->Verdict(ctx, n);
           INFO(pod.name << "@" << n.node.name << ": " << Describe(v));
+          // A pass leaves the caller's verdict as it was; a failure says so both ways.
+          NodeVerdict why{.message = "left as it was"};
+          const bool pass = module->Filter(ctx, n, &why);
+          CHECK(pass == v.ok());
+          if (pass) CHECK(why.message == "left as it was");
+          if (!pass) CHECK(Describe(why) == Describe(v));
           if (v.ok()) {
             CHECK(v.reason == Reason::kNone);
             CHECK(v.message.empty());
