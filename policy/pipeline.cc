@@ -1,6 +1,7 @@
 #include "policy/pipeline.h"
 
 #include <algorithm>
+#include <bitset>
 #include <optional>
 
 #include "core/placement.h"
@@ -296,8 +297,7 @@ std::vector<NodeVerdict> Pipeline::Filter(const CycleContext& ctx, std::span<con
       out[i] = cycle.messages ? UnknownNodeVerdict() : UnknownNodeVerdict().Bare();
     } else if (!admitted.ok()) {
       out[i] = cycle.messages ? admitted : admitted.Bare();
-    } else if (!RunFilters(points_.filter, cycle, *node, &out[i])) {  // out[i]: a pass until then
-    } else if (score) {
+    } else if (RunFilters(points_.filter, cycle, *node, &out[i]) && score) {  // out[i]: a pass until then
       (*scores)[i] = WeightedMean(points_.score, applies, scoring, *node);
     }
   }
@@ -313,13 +313,12 @@ void Pipeline::GiveFirstWords(const CycleContext& cycle, const NodeVerdict& admi
                               std::vector<NodeVerdict>& out) const {
   CycleContext worded = cycle;
   worded.messages = true;
-  std::vector<char> seen;
+  std::bitset<256> seen;  // by reason (a uint8_t)
   for (size_t i = 0; i < out.size(); ++i) {
     NodeVerdict& v = out[i];
     const auto r = static_cast<size_t>(v.reason);
-    if (v.ok() || (r < seen.size() && seen[r])) continue;
-    if (r >= seen.size()) seen.resize(r + 1);
-    seen[r] = 1;
+    if (v.ok() || seen[r]) continue;
+    seen[r] = true;
     // The same decision again with words: the same model and the same cycle's memos.
     NodeVerdict again = nodes[i] == nullptr ? UnknownNodeVerdict()
                         : !admitted.ok()    ? admitted
