@@ -184,8 +184,9 @@ void Pipeline::Unreserve(const CycleContext& in, const core::NodeState& node) co
 namespace {
 
 // Whether every filter passes the node; the first that fails sets `*why` (a pass, until then).
-bool RunFilters(const std::vector<std::shared_ptr<FilterPlugin>>& filters, const CycleContext& ctx,
-                const core::NodeState& node, NodeVerdict* why) {
+template <class Filters>
+bool RunFilters(const Filters& filters, const CycleContext& ctx, const core::NodeState& node,
+                NodeVerdict* why) {
   for (const auto& f : filters) {
     if (!f->Filter(ctx, node, why)) return false;
   }
@@ -287,6 +288,14 @@ std::vector<NodeVerdict> Pipeline::Filter(const CycleContext& ctx, std::span<con
   const bool score = scores != nullptr && admitted.ok() && total_weight_ > 0;
   if (scores != nullptr) scores->assign(candidates.size(), 0);
   if (score) applies = Applying(points_.score, scoring);
+  // The filters that may fail a node for this pod: one that passes every node (Skips) is asked
+  // about none.
+  std::vector<const FilterPlugin*> filters;
+  if (admitted.ok()) {
+    for (const auto& f : points_.filter) {
+      if (!f->Skips(cycle)) filters.push_back(f.get());
+    }
+  }
   std::vector<const core::NodeState*> nodes(candidates.size());
   cycle.state.FindNodes(candidates, nodes.data());
   for (size_t i = 0; i < candidates.size() && i < kPrefetchAhead; ++i) PrefetchNode(nodes[i]);
@@ -297,7 +306,7 @@ std::vector<NodeVerdict> Pipeline::Filter(const CycleContext& ctx, std::span<con
       out[i] = cycle.messages ? UnknownNodeVerdict() : UnknownNodeVerdict().Bare();
     } else if (!admitted.ok()) {
       out[i] = cycle.messages ? admitted : admitted.Bare();
-    } else if (RunFilters(points_.filter, cycle, *node, &out[i]) && score) {  // out[i]: a pass until then
+    } else if (RunFilters(filters, cycle, *node, &out[i]) && score) {  // out[i]: a pass until then
       (*scores)[i] = WeightedMean(points_.score, applies, scoring, *node);
     }
   }

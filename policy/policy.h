@@ -189,6 +189,13 @@ class FilterPlugin : public virtual Module {
   /// failure sets it to the first rule the node breaks for this pod, with the words
   /// `ctx.words()` asks for. Called for every candidate: a pass builds no verdict.
   virtual bool Filter(const CycleContext& ctx, const core::NodeState& node, NodeVerdict* why) const = 0;
+  /// Whether Filter passes every node for this pod in this cycle, so that a pass over many
+  /// candidates leaves the module out (kube-scheduler's PreFilter "Skip" for a Filter plugin).
+  /// Exact, never a guess: a module that cannot tell for the whole cycle says false.
+  virtual bool Skips(const CycleContext& ctx) const {
+    (void)ctx;
+    return false;
+  }
   /// The verdict alone: kFit, or the first rule the node breaks.
   NodeVerdict Verdict(const CycleContext& ctx, const core::NodeState& node) const {
     NodeVerdict v;

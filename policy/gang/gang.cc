@@ -866,15 +866,24 @@ MemberMemo MakeMemberMemo(const CycleContext& ctx) {
   }
   return m;
 }
+
+// The cycle's memo, or `local` made for this call alone. By reference: called for every
+// candidate, and the memo holds a string.
+const MemberMemo& MemberMemoOf(const void* module, const CycleContext& ctx, std::optional<MemberMemo>& local) {
+  return ctx.cycle != nullptr ? ctx.cycle->Get<MemberMemo>(module, [&] { return MakeMemberMemo(ctx); })
+                              : local.emplace(MakeMemberMemo(ctx));
+}
 }  // namespace
+
+bool GangModule::Skips(const CycleContext& ctx) const {
+  std::optional<MemberMemo> local;
+  return ctx.planning || MemberMemoOf(this, ctx, local).reserved == core::kNoNode;
+}
 
 bool GangModule::Filter(const CycleContext& ctx, const core::NodeState& node, NodeVerdict* why) const {
   if (ctx.planning) return true;
-  // By reference: called for every candidate, and the memo holds a string.
   std::optional<MemberMemo> local;
-  const MemberMemo& m = ctx.cycle != nullptr
-                            ? ctx.cycle->Get<MemberMemo>(this, [&] { return MakeMemberMemo(ctx); })
-                            : local.emplace(MakeMemberMemo(ctx));
+  const MemberMemo& m = MemberMemoOf(this, ctx, local);
   if (m.reserved == core::kNoNode || m.reserved == node.slot) return true;
   *why = NodeVerdict{.fit = Fit::kUnresolvable, .reason = Reason::kGangReservedElsewhere};
   if (ctx.messages) why->message = m.elsewhere;

@@ -197,6 +197,8 @@ class GangModule final : public PreFilterPlugin,
   std::string_view Name() const override { return "gang"; }
   NodeVerdict PreFilter(const CycleContext& ctx) const override;
   bool Filter(const CycleContext& ctx, const core::NodeState& node, NodeVerdict* why) const override;
+  /// Planning, or a pod with no room reserved as a gang member.
+  bool Skips(const CycleContext& ctx) const override;
   NodeVerdict Permit(const CycleContext& ctx, const core::NodeState& node) const override;
   bool Review(const CycleContext& ctx, const core::NodeState& node, NodeVictims* proposal,
               NodeVerdict* why) const override;

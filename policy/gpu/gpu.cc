@@ -100,6 +100,12 @@ void AppendReserveDetail(std::string* out, const core::ResourceNames& names, cor
 
 }  // namespace
 
+bool GpuReserveFilter::Skips(const CycleContext& ctx) const {
+  // CheckReserve finds nothing short for a resource the pod does not request or that keeps none.
+  auto keeps = [&](core::ResourceId id, int64_t per_gpu) { return per_gpu > 0 && ctx.pod.request.Get(id) > 0; };
+  return RequestsGpu(ctx.pod) || (!keeps(core::kCpu, cpu_per_gpu_milli_) && !keeps(core::kMemory, memory_per_gpu_));
+}
+
 bool GpuReserveFilter::Filter(const CycleContext& ctx, const core::NodeState& node, NodeVerdict* why) const {
   if (RequestsGpu(ctx.pod) || !HasGpus(node)) return true;
   const int64_t alloc_gpus = node.AllocatableOf(core::kNvidiaGpu);

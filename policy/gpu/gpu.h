@@ -54,6 +54,8 @@ class GpuReserveFilter final : public FilterPlugin {
   static absl::StatusOr<std::unique_ptr<GpuReserveFilter>> Create(const GpuConfig& config);
   std::string_view Name() const override { return "gpu-reserve"; }
   bool Filter(const CycleContext& ctx, const core::NodeState& node, NodeVerdict* why) const override;
+  /// A GPU pod, or a pod that asks for none of what is reserved.
+  bool Skips(const CycleContext& ctx) const override;
 
  private:
   GpuReserveFilter(int64_t cpu_per_gpu_milli, int64_t memory_per_gpu);
