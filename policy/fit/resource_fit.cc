@@ -43,12 +43,14 @@ Fit FitOf(const core::ResourceVector& request, const core::NodeState& node,
   return fit;
 }
 
-NodeVerdict CheckFit(const core::ResourceNames& names, const core::ResourceVector& request,
-                     const core::NodeState& node, const core::ResourceVector* extra_free,
-                     Words words, const WhatIf* whatif) {
-  // Whether it fits first, without a string: most checks are passes, and many callers ask only
-  // whether.
-  NodeVerdict v{.fit = FitOf(request, node, extra_free, whatif)};
+namespace {
+
+// CheckFit's verdict once its fit (FitOf's) is known: the filter decides first and words only a
+// failure, without deciding again.
+NodeVerdict WordFit(const core::ResourceNames& names, const core::ResourceVector& request,
+                    const core::NodeState& node, const core::ResourceVector* extra_free, Fit fit,
+                    Words words, const WhatIf* whatif) {
+  NodeVerdict v{.fit = fit};
   if (v.fit == Fit::kFit) return v;
   v.reason = v.fit == Fit::kUnresolvable ? Reason::kExceedsAllocatable : Reason::kInsufficientResource;
   if (words == Words::kNone) return v;
@@ -94,6 +96,17 @@ NodeVerdict CheckFit(const core::ResourceNames& names, const core::ResourceVecto
   return v;
 }
 
+}  // namespace
+
+NodeVerdict CheckFit(const core::ResourceNames& names, const core::ResourceVector& request,
+                     const core::NodeState& node, const core::ResourceVector* extra_free,
+                     Words words, const WhatIf* whatif) {
+  // Whether it fits first, without a string: most checks are passes, and many callers ask only
+  // whether.
+  return WordFit(names, request, node, extra_free, FitOf(request, node, extra_free, whatif), words,
+                 whatif);
+}
+
 bool ResourceFitModule::Filter(const CycleContext& ctx, const core::NodeState& node, NodeVerdict* why) const {
   // Eligibility (planning without a what-if) leaves room to the planner's own count; a what-if
   // check counts it here, on the what-if's room.
@@ -110,8 +123,9 @@ bool ResourceFitModule::Filter(const CycleContext& ctx, const core::NodeState& n
     return false;
   }
   const core::ResourceVector* own = ctx.state.OwnReservation(ctx.pod.uid, node);
-  if (FitOf(ctx.pod.request, node, own, ctx.whatif) == Fit::kFit) return true;
-  *why = CheckFit(ctx.state.resources(), ctx.pod.request, node, own, ctx.words(), ctx.whatif);
+  const Fit fit = FitOf(ctx.pod.request, node, own, ctx.whatif);
+  if (fit == Fit::kFit) return true;
+  *why = WordFit(ctx.state.resources(), ctx.pod.request, node, own, fit, ctx.words(), ctx.whatif);
   return false;
 }
 
