@@ -13,8 +13,6 @@
 #include <string>
 #include <vector>
 
-#include "core/clock.h"
-#include "core/cluster_model.h"
 #include "core/strings.h"
 #include "extender/config.h"
 #include "extender/http_server.h"
@@ -34,24 +32,13 @@ namespace {
 
 using extender::FilterAnswer;
 
-/// A standalone Service whose filter answers in the given form (Harness's wiring, plus the one
-/// option Harness does not set).
+/// A standalone Service whose filter answers in the given form (Harness's, with that option).
 class Berth {
  public:
-  explicit Berth(FilterAnswer answer) {
-    const policy::PolicyConfig config;
-    auto pipeline = policy::BuildDefaultRegistry().Build(config, model_.resources());
-    REQUIRE(pipeline.ok());
-    binder_ = std::make_unique<extender::LocalBinder>(&model_);
-    extender::ServiceOptions options;
-    options.scheduler_name = config.scheduler_name;
-    options.filter_answer = answer;
-    options.policy = std::make_shared<const policy::PolicyConfig>(config);
-    service_ = std::make_unique<extender::Service>(options, &model_, *std::move(pipeline),
-                                                   binder_.get(), &clock_);
-    service_->SetReady(true);
-  }
-  extender::Service& service() { return *service_; }
+  explicit Berth(FilterAnswer answer)
+      : h_({}, extender::Mode::kStandalone,
+           [answer](extender::ServiceOptions& o) { o.filter_answer = answer; }) {}
+  extender::Service& service() { return h_.service(); }
   Json Call(const extender::Reply& r) {
     INFO(r.body);
     REQUIRE(r.status == 200);
@@ -59,10 +46,7 @@ class Berth {
   }
 
  private:
-  core::FakeClock clock_;
-  core::ClusterModel model_{&clock_};
-  std::unique_ptr<extender::LocalBinder> binder_;
-  std::unique_ptr<extender::Service> service_;
+  Harness h_;
 };
 
 /// Five nodes for a 4-CPU pod: two empty, one half full (bin packing's favourite), one too full
