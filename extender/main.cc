@@ -104,6 +104,9 @@ ABSL_FLAG(double, eta_every_seconds, 0,
 ABSL_FLAG(double, eta_noise, 0,
           "simulate --eta-every-seconds: each job's announced run time is off by a factor drawn from "
           "[1 - N, 1 + N] (0: exact; 0.3: +-30%)");
+ABSL_FLAG(bool, eta_knows_arrivals, false,
+          "simulate --eta-every-seconds: each pass is also told every job the workload submits later "
+          "(a study of what the forecast cannot know; docs/simulate.md)");
 ABSL_FLAG(bool, baseline, true, "simulate: also run kube-scheduler alone as the baseline");
 ABSL_FLAG(std::string, break_rule, "",
           "simulate, for testing the invariants only: break a rule on purpose (in-tree-fit, "
@@ -546,6 +549,8 @@ int Simulate() {
   if (!(noise >= 0 && noise < 1)) return Fail("--eta-noise: expected 0 or more, below 1");
   if (noise > 0 && eta_every == 0) return Fail("--eta-noise needs --eta-every-seconds");
   o.eta_noise = noise;
+  o.eta_knows_arrivals = absl::GetFlag(FLAGS_eta_knows_arrivals);
+  if (o.eta_knows_arrivals && eta_every == 0) return Fail("--eta-knows-arrivals needs --eta-every-seconds");
   for (const std::string& rule :
        std::vector<std::string>(absl::StrSplit(absl::GetFlag(FLAGS_break_rule), ',', absl::SkipEmpty()))) {
     if (rule != sim::kBreakInTreeFit && rule != sim::kBreakPodDeletes) {

@@ -191,6 +191,9 @@ berth_cli_fails(simulate.eta-noise-alone "^berth: --eta-noise needs --eta-every-
 berth_cli_fails(simulate.eta-noise-range "^berth: --eta-noise: expected 0 or more, below 1" ONE_LINE
   ARGS simulate --cluster ${PROJECT_SOURCE_DIR}/bench/workloads/seed-stories.cluster.json
        --workload ${PROJECT_SOURCE_DIR}/bench/workloads/seed-stories.yaml --eta-every-seconds 60 --eta-noise 1.5)
+berth_cli_fails(simulate.eta-knows-arrivals-alone "^berth: --eta-knows-arrivals needs --eta-every-seconds" ONE_LINE
+  ARGS simulate --cluster ${PROJECT_SOURCE_DIR}/bench/workloads/seed-stories.cluster.json
+       --workload ${PROJECT_SOURCE_DIR}/bench/workloads/seed-stories.yaml --eta-knows-arrivals)
 # The ETA accuracy study on a shipped workload: the table, and the goal with exact durations (a
 # median error of at most a tenth of the mean wait) as report.json gives it.
 add_test(NAME cli.simulate.eta-study COMMAND ${CMAKE_COMMAND}

@@ -555,6 +555,7 @@ absl::Status World::Init() {
       }
       study_.every_seconds = absl::ToDoubleSeconds(o_.eta_every);
       study_.noise = o_.eta_noise;
+      study_.knows_arrivals = o_.eta_knows_arrivals;
       Push(ToMicros(o_.admission_tick) / 2, EventType::kEta);
     }
   }
@@ -706,8 +707,9 @@ absl::StatusOr<int> World::MakePod(int job, const PodTemplate& t, int member, in
   if (!spec.pool.empty()) annotations["berth.io/pool"] = spec.pool;
   if (spec.lifetime) annotations[std::string(policy::kLifetimeKey)] = StrCat(absl::ToInt64Seconds(*spec.lifetime), "s");
   if (spec.max_hops) annotations[std::string(policy::kMaxHopsKey)] = StrCat(*spec.max_hops);
-  if (!duration_factor_.empty()) {
-    const double seconds = absl::ToDoubleSeconds(spec.duration) * duration_factor_[static_cast<size_t>(job)];
+  if (!duration_factor_.empty() || o_.forecast != nullptr) {
+    const double seconds = absl::ToDoubleSeconds(spec.duration) *
+                           (duration_factor_.empty() ? 1.0 : duration_factor_[static_cast<size_t>(job)]);
     annotations[std::string(policy::kExpectedDurationKey)] = StrCat(std::max<int64_t>(1, std::llround(seconds)), "s");
   }
   nlohmann::json requests = nlohmann::json::object();
@@ -727,7 +729,8 @@ absl::StatusOr<int> World::MakePod(int job, const PodTemplate& t, int member, in
     for (const std::string& k : t.tolerations) tol.push_back({{"key", k}, {"operator", "Exists"}});
     pod_spec["tolerations"] = tol;
   }
-  const std::string uid = StrCat("sim-", job, "-", member, "-", incarnation);
+  // A forecast's jobs are numbered apart from the workload's, whose pods its model holds.
+  const std::string uid = StrCat(o_.forecast != nullptr ? "forecast-" : "sim-", job, "-", member, "-", incarnation);
   nlohmann::json obj = {
       {"apiVersion", "v1"},
       {"kind", "Pod"},
@@ -1003,8 +1006,9 @@ void World::Recreate(int p) {
   }
   if (t == nullptr) return;
   const int incarnation = ++job.incarnations;
-  absl::StatusOr<int> fresh = o_.forecast != nullptr ? MakeForecastPod(old.job, member, incarnation)
-                                                     : MakePod(old.job, *t, k, incarnation);
+  const bool from_model = o_.forecast != nullptr && !originals_[static_cast<size_t>(old.job)].empty();
+  absl::StatusOr<int> fresh = from_model ? MakeForecastPod(old.job, member, incarnation)
+                                         : MakePod(old.job, *t, k, incarnation);
   if (!fresh.ok()) return;
   if (old.target >= 0 && targets_[static_cast<size_t>(old.target)].start < 0) {
     pods_[static_cast<size_t>(*fresh)].target = old.target;  // the replacement waits in its place
@@ -2175,6 +2179,23 @@ absl::Status World::InitForecast() {
       if (run.source == policy::RunTimeSource::kUnknown) ++running_unknown_;
     }
   }
+  // The study's arrivals (ForecastOptions::arrivals): submitted as the workload would, at their
+  // time, running for the time they announce.
+  for (const ForecastOptions::Arrival& a : f.arrivals) {
+    Job& spec = forecast_specs_.emplace_back(*a.job);
+    spec.duration = a.duration;
+    SimJob& job = jobs_.emplace_back();
+    job.spec = &spec;
+    job.queue = QueueIndex(spec.queue.empty() ? "default" : spec.queue);
+    if (spec.min_member) {
+      job.min_member = *spec.min_member;
+      job.timeout = spec.schedule_timeout_seconds ? int64_t{*spec.schedule_timeout_seconds} * kSecond
+                                                  : ToMicros(o_.config.policy.gangs.schedule_timeout);
+    }
+    originals_.emplace_back();  // none: its replacements are made as the workload's are
+    Push(ToMicros(a.after), EventType::kSubmit, static_cast<int32_t>(jobs_.size() - 1));
+    ++jobs_left_;
+  }
   for (int p : queue_order) Enqueue(p);
   Push(30 * kSecond, EventType::kFlush);
   Push(ToMicros(o_.admission_tick), EventType::kTick);
@@ -2300,6 +2321,16 @@ void World::EtaPass() {
   last_eta_generation_ = generation;
   ForecastOptions fo{.model = model_.get(), .book = service_->fair_share(), .config = o_.config,
                      .now = clock_.Now(), .horizon = o_.config.eta_horizon, .max_wall = o_.config.eta_max_pass};
+  if (o_.eta_knows_arrivals) {
+    for (size_t j = 0; j < jobs_.size(); ++j) {
+      const SimJob& job = jobs_[j];
+      const Micros at = ToMicros(job.spec->submit);
+      if (job.submitted || at < now_ || at - now_ > ToMicros(fo.horizon)) continue;
+      fo.arrivals.push_back(ForecastOptions::Arrival{
+          .after = absl::Microseconds(at - now_), .job = job.spec,
+          .duration = job.spec->duration * duration_factor_[j]});
+    }
+  }
   absl::StatusOr<Forecast> f = RunForecast(fo);
   if (!f.ok()) return;
   ++study_.passes;

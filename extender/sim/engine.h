@@ -76,6 +76,11 @@ struct SimOptions {
   /// [1 - eta_noise, 1 + eta_noise] (0: exact).
   absl::Duration eta_every = absl::ZeroDuration();
   double eta_noise = 0;
+  /// The study only (`--eta-knows-arrivals`): every pass is also told each job the workload
+  /// submits later, within the horizon, with its announced run time, as if berth knew the future
+  /// arrivals. It separates what the forecast cannot know from what it gets wrong about the jobs
+  /// it knows (docs/simulate.md, "ETA accuracy").
+  bool eta_knows_arrivals = false;
   /// Set by RunForecast only: the world starts from a copy of this model instead of the
   /// cluster file and the workload.
   const ForecastOptions* forecast = nullptr;

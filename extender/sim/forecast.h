@@ -20,12 +20,14 @@
 #include <atomic>
 #include <functional>
 #include <memory>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "core/cluster_model.h"
 #include "extender/config.h"
 #include "extender/eta.h"
+#include "extender/sim/workload.h"
 #include "policy/queue/queue.h"
 
 namespace berth::extender::sim {
@@ -47,6 +49,14 @@ struct ForecastOptions {
   /// `berth serve` lowers the thread's priority there (EtaRunner): the copy holds the live
   /// model's reader lock, so it runs at full speed; the run must never slow the verbs.
   std::function<void()> after_copy;
+  /// The accuracy study only (SimOptions::eta_knows_arrivals): jobs submitted after `now`, each
+  /// at `now + after`, that the pass submits as the workload would. `berth serve` knows none.
+  struct Arrival {
+    absl::Duration after;
+    const Job* job = nullptr;  ///< outlives the pass
+    absl::Duration duration;   ///< the run time it announces, which the pass gives it
+  };
+  std::vector<Arrival> arrivals;
 };
 
 /// Runs one forecast pass. Errors only for a configuration the policies refuse.

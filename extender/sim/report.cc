@@ -1284,14 +1284,15 @@ std::string EtaStudyText(const EtaStudy& e) {
     from = l.below_seconds;
   }
   return absl::StrFormat(
-      "\nETA accuracy (durations %s; a pass at most every %gs when the model changed)\n%s"
+      "\nETA accuracy (durations %s; %sa pass at most every %gs when the model changed)\n%s"
       "jobs predicted %d, mean wait %s; predictions compared %d, without a start %d, for jobs "
       "that never started %d\npasses %d, %.3fs of wall time each on average, %.3fs at most\n"
-      "\nETA error by lead (the forecast assumes no new work arrives)\n%s",
+      "\nETA error by lead (%s)\n%s",
       e.noise > 0 ? absl::StrFormat("known to +-%.0f%%", 100 * e.noise) : std::string("known exactly"),
-      e.every_seconds, t.Render(), e.jobs, minutes(e.mean_wait), e.predictions, e.no_start,
+      e.knows_arrivals ? "every later arrival told to each pass; " : "", e.every_seconds, t.Render(), e.jobs, minutes(e.mean_wait), e.predictions, e.no_start,
       e.never_started, e.passes, e.passes > 0 ? e.pass_wall_seconds / static_cast<double>(e.passes) : 0,
-      e.pass_wall_seconds_max, lead.Render());
+      e.pass_wall_seconds_max,
+      e.knows_arrivals ? "each pass told every later arrival" : "the forecast assumes no new work arrives", lead.Render());
 }
 
 std::string ReportJson(const SimResult& r) {
@@ -1332,6 +1333,7 @@ std::string ReportJson(const SimResult& r) {
   if (r.eta.enabled) {
     const EtaStudy& e = r.eta;
     j["eta"] = {{"everySeconds", e.every_seconds},     {"noise", e.noise},
+                {"knowsArrivals", e.knows_arrivals},
                 {"passes", e.passes},                  {"passWallSeconds", e.pass_wall_seconds},
                 {"passWallSecondsMax", e.pass_wall_seconds_max},
                 {"predictions", e.predictions},        {"noStart", e.no_start},

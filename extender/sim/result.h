@@ -130,6 +130,7 @@ struct EtaStudy {
   bool enabled = false;
   double every_seconds = 0;
   double noise = 0;           ///< each job's expected-duration annotation is off by up to this share
+  bool knows_arrivals = false;  ///< each pass was told every later arrival (SimOptions::eta_knows_arrivals)
   int64_t passes = 0;
   double pass_wall_seconds = 0;      ///< the passes' wall time, in total
   double pass_wall_seconds_max = 0;

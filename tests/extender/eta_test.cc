@@ -182,6 +182,37 @@ TEST_CASE("eta: a gang that started before the pass ends its run time after its 
   CHECK(w.after[0].end == kT0 + absl::Minutes(20));
 }
 
+TEST_CASE("eta: a pass told of a later arrival that goes first (the accuracy study's) starts the waiting job after it", "[eta]") {
+  Harness h;
+  StartAtT0(h);
+  h.Apply(TwoNodes());
+  // a ends at T0+30m and b at T0+60m; both at a priority the arrival cannot preempt. w waits at 10.
+  h.Apply(Json::array({Event("ADDED", MakePriorityClass("low", 10).Obj()),
+                       Event("ADDED", MakePriorityClass("high", 1000).Obj()),
+                       Event("ADDED", Running("default", "a", "n1", absl::Minutes(10)).Priority(1000)
+                                          .Annotation("berth.io/expected-duration", "40m").Obj()),
+                       Event("ADDED", Running("default", "b", "n2", absl::Minutes(10)).Priority(1000)
+                                          .Annotation("berth.io/expected-duration", "70m").Obj()),
+                       Event("ADDED", MakePod("w").Cpu("8").Gpu(8).Priority(10)
+                                          .Annotation("berth.io/expected-duration", "1h").Created(At(-absl::Minutes(2))).Obj())}));
+  extender::sim::Job later{.name = "later", .submit = absl::Hours(5), .duration = absl::Hours(2), .priority_class = "high"};
+  later.pods.push_back(extender::sim::PodTemplate{.requests = {{"cpu", "8"}, {"nvidia.com/gpu", "8"}}});
+  extender::sim::ForecastOptions o{.model = &h.model(), .book = h.service().fair_share(), .config = EtaConfig(), .now = kT0};
+  absl::StatusOr<extender::Forecast> alone = extender::sim::RunForecast(o);
+  REQUIRE(alone.ok());
+  CheckStartsAt(EtaOfJob(*alone, "default/w"), absl::Minutes(30));
+  // Told that `later` (priority 1000) arrives at T0+10m, a pass gives it n1 at T0+30m, and w
+  // n2 when b ends. The arrival is not one of the jobs it forecasts.
+  o.arrivals.push_back({.after = absl::Minutes(10), .job = &later, .duration = later.duration});
+  absl::StatusOr<extender::Forecast> told = extender::sim::RunForecast(o);
+  REQUIRE(told.ok());
+  const extender::JobEta& w = EtaOfJob(*told, "default/w");
+  CheckStartsAt(w, absl::Minutes(60));
+  CHECK(w.nodes == std::vector<std::string>{"n2"});
+  CHECK(told->jobs.size() == 1);
+  CHECK(told->ForJob("default/later") == nullptr);
+}
+
 TEST_CASE("eta: without an annotation or a deadline, the queue's median run time ends a running pod", "[eta]") {
   Harness h;
   StartAtT0(h);
