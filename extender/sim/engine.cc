@@ -273,6 +273,8 @@ class World {
   int PoolOfNode(const core::Node& n) const;
   int PoolIndex(std::string_view name) const;
   int QueueIndex(std::string_view name);
+  /// Points `job` at `spec` and sets its queue and gang fields from it.
+  void SetUpJob(SimJob& job, const Job& spec);
   void ToBerth(const core::ModelEvent& e);
   // --- the cluster's changes ----------------------------------------------------------------
   void BindPod(int p, int node);
@@ -483,7 +485,6 @@ absl::Status World::Init() {
   for (size_t j = 0; j < w.jobs.size(); ++j) {
     const Job& spec = w.jobs[j];
     SimJob& job = jobs_[j];
-    job.spec = &spec;
     if (!spec.priority_class.empty() && !priority_classes_.contains(spec.priority_class)) {
       return absl::InvalidArgumentError(
           StrCat(o_.workload_source, ": jobs[", j, "] (", spec.name, "): priorityClass \"",
@@ -495,13 +496,7 @@ absl::Status World::Init() {
                                                "): pool \"", spec.pool,
                                                "\" is not a Pool of the cluster (", o_.cluster_source, ")"));
     }
-    job.queue = QueueIndex(spec.queue.empty() ? "default" : spec.queue);
-    if (spec.min_member) {
-      job.min_member = *spec.min_member;
-      job.timeout = spec.schedule_timeout_seconds
-                        ? int64_t{*spec.schedule_timeout_seconds} * kSecond
-                        : ToMicros(o_.config.policy.gangs.schedule_timeout);
-    }
+    SetUpJob(job, spec);
     Push(ToMicros(spec.submit), EventType::kSubmit, static_cast<int32_t>(j));
     ++jobs_left_;
   }
@@ -780,6 +775,16 @@ void World::Classify(SimPod& sp) {
 void World::CountQueuePod(const SimPod& sp, int sign) {
   queue_pods_[static_cast<size_t>(sp.queue)] += sign;
   queue_demand_[static_cast<size_t>(sp.queue)] += sign * sp.units;
+}
+
+void World::SetUpJob(SimJob& job, const Job& spec) {
+  job.spec = &spec;
+  job.queue = QueueIndex(spec.queue.empty() ? "default" : spec.queue);
+  if (spec.min_member) {
+    job.min_member = *spec.min_member;
+    job.timeout = spec.schedule_timeout_seconds ? int64_t{*spec.schedule_timeout_seconds} * kSecond
+                                                : ToMicros(o_.config.policy.gangs.schedule_timeout);
+  }
 }
 
 void World::Submit(int j) {
@@ -2117,15 +2122,9 @@ absl::Status World::InitForecast() {
       spec.schedule_timeout_seconds = g->timeout_seconds;
     }
     SimJob& job = jobs_.emplace_back();
-    job.spec = &spec;
+    SetUpJob(job, spec);
     job.submitted = true;
-    job.queue = QueueIndex(spec.queue);
     job.run_source = run.source;
-    if (spec.min_member) {
-      job.min_member = *spec.min_member;
-      job.timeout = spec.schedule_timeout_seconds ? int64_t{*spec.schedule_timeout_seconds} * kSecond
-                                                  : ToMicros(o_.config.policy.gangs.schedule_timeout);
-    }
     ++jobs_left_;
     std::vector<core::Pod>& originals = originals_.emplace_back();
     ForecastJob fj{.job = j, .key = StrCat(g->ns, "/", g->name), .gang = g->gang, .run = run};
@@ -2184,14 +2183,7 @@ absl::Status World::InitForecast() {
   for (const ForecastOptions::Arrival& a : f.arrivals) {
     Job& spec = forecast_specs_.emplace_back(*a.job);
     spec.duration = a.duration;
-    SimJob& job = jobs_.emplace_back();
-    job.spec = &spec;
-    job.queue = QueueIndex(spec.queue.empty() ? "default" : spec.queue);
-    if (spec.min_member) {
-      job.min_member = *spec.min_member;
-      job.timeout = spec.schedule_timeout_seconds ? int64_t{*spec.schedule_timeout_seconds} * kSecond
-                                                  : ToMicros(o_.config.policy.gangs.schedule_timeout);
-    }
+    SetUpJob(jobs_.emplace_back(), spec);
     originals_.emplace_back();  // none: its replacements are made as the workload's are
     Push(ToMicros(a.after), EventType::kSubmit, static_cast<int32_t>(jobs_.size() - 1));
     ++jobs_left_;

@@ -1289,10 +1289,11 @@ std::string EtaStudyText(const EtaStudy& e) {
       "that never started %d\npasses %d, %.3fs of wall time each on average, %.3fs at most\n"
       "\nETA error by lead (%s)\n%s",
       e.noise > 0 ? absl::StrFormat("known to +-%.0f%%", 100 * e.noise) : std::string("known exactly"),
-      e.knows_arrivals ? "every later arrival told to each pass; " : "", e.every_seconds, t.Render(), e.jobs, minutes(e.mean_wait), e.predictions, e.no_start,
-      e.never_started, e.passes, e.passes > 0 ? e.pass_wall_seconds / static_cast<double>(e.passes) : 0,
-      e.pass_wall_seconds_max,
-      e.knows_arrivals ? "each pass told every later arrival" : "the forecast assumes no new work arrives", lead.Render());
+      e.knows_arrivals ? "every later arrival told to each pass; " : "", e.every_seconds, t.Render(),
+      e.jobs, minutes(e.mean_wait), e.predictions, e.no_start, e.never_started, e.passes,
+      e.passes > 0 ? e.pass_wall_seconds / static_cast<double>(e.passes) : 0, e.pass_wall_seconds_max,
+      e.knows_arrivals ? "each pass told every later arrival" : "the forecast assumes no new work arrives",
+      lead.Render());
 }
 
 std::string ReportJson(const SimResult& r) {
