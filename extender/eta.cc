@@ -70,6 +70,13 @@ std::string EtaSentence(const JobEta& eta, absl::Time now) {
               eta.after.size() == 1 ? " finishes" : " finish", " (expected ends from: ",
               policy::RunTimeSourceName(eta.Basis()), ")");
   }
+  if (!eta.evicts.empty()) {
+    StrAppend(&s, eta.after.empty() ? ", after " : ", and ", "evicting ");
+    for (size_t i = 0; i < eta.evicts.size(); ++i) {
+      StrAppend(&s, i == 0 ? "" : i + 1 == eta.evicts.size() ? " and " : ", ", eta.evicts[i].job, " (",
+                eta.evicts[i].cause, ")");
+    }
+  }
   return s;
 }
 
@@ -87,6 +94,13 @@ nlohmann::json EtaJson(const JobEta& eta, absl::Time now) {
                        {"source", policy::RunTimeSourceName(a.source)}});
     }
     j["after"] = std::move(after);
+    nlohmann::json evicts = nlohmann::json::array();
+    for (const JobEta::Evicted& v : eta.evicts) {
+      evicts.push_back({{"job", v.job},
+                        {"at", absl::FormatTime(absl::RFC3339_sec, v.at, absl::UTCTimeZone())},
+                        {"cause", v.cause}});
+    }
+    j["evicts"] = std::move(evicts);
     if (!eta.after.empty()) j["basis"] = policy::RunTimeSourceName(eta.Basis());
   } else {
     j["start"] = nullptr;

@@ -49,6 +49,15 @@ struct JobEta {
     policy::RunTimeSource source = policy::RunTimeSource::kUnknown;
   };
   std::vector<After> after;
+  /// The pods the forecast deleted from those nodes before its start (a pool's reclaim, fair
+  /// share, kube-scheduler's preemption), newest first (at most 3): a start that takes room from
+  /// running work says whose.
+  struct Evicted {
+    std::string job;    ///< "namespace/name" of the job (of the pod, for one not berth's)
+    absl::Time at;      ///< when the forecast deleted it
+    std::string cause;  ///< reclaim, fair-share, preemption, elastic, gang-release
+  };
+  std::vector<Evicted> evicts;
   /// Its own expected run time and where it came from (its end, for the jobs after it).
   policy::RunTime run;
   /// Why there is no start: "waits on running work of unknown duration" or "not within the

@@ -165,6 +165,8 @@ struct SimNode {
   core::ResourceVector borrowed;   // their requests
   std::string quoted;              // the name as a JSON string, for the bodies of the verbs
   std::vector<int> finished_jobs;  // jobs whose pods last ended here, newest last (at most 3)
+  // A forecast's: the pods it deleted here, newest last (at most 3): job (or pod) and cause.
+  std::vector<JobEta::Evicted> evicted;
 };
 
 struct SimPod {
@@ -215,6 +217,7 @@ struct SimJob {
   int queue = 0;
   // a forecast
   std::vector<int> after;  // jobs whose end on its nodes came last before its first start
+  std::vector<JobEta::Evicted> evicts;  // a forecast's: deleted from its nodes before it, newest first
   policy::RunTimeSource run_source = policy::RunTimeSource::kUnknown;
 };
 
@@ -923,6 +926,19 @@ void World::RecordFirstNodes(SimJob& job) {
   });
   if (after.size() > 3) after.resize(3);
   job.after = std::move(after);
+  std::vector<JobEta::Evicted> evicts;
+  for (int q : job.pods) {
+    const int n = pods_[static_cast<size_t>(q)].node;
+    if (n < 0) continue;
+    for (const JobEta::Evicted& e : nodes_[static_cast<size_t>(n)].evicted) {
+      if (std::none_of(evicts.begin(), evicts.end(), [&](const JobEta::Evicted& x) { return x.job == e.job; })) {
+        evicts.push_back(e);
+      }
+    }
+  }
+  std::stable_sort(evicts.begin(), evicts.end(), [](const JobEta::Evicted& a, const JobEta::Evicted& b) { return a.at > b.at; });
+  if (evicts.size() > 3) evicts.resize(3);
+  job.evicts = std::move(evicts);
 }
 
 void World::Evicted(const SimPod& p, const std::string& cause, bool work_lost) {
@@ -952,6 +968,15 @@ void World::StartTerminating(int p, const std::string& cause) {
     return;
   }
   ToBerth(core::PodUpsert{pod.pod});
+  if (o_.forecast != nullptr && cause != "drain") {
+    const SimJob* job = pod.job >= 0 ? &jobs_[static_cast<size_t>(pod.job)] : nullptr;
+    std::vector<JobEta::Evicted>& here = nodes_[static_cast<size_t>(pod.node)].evicted;
+    JobEta::Evicted e{.job = job != nullptr ? StrCat(job->spec->ns, "/", job->spec->name) : pod.pod.Key(),
+                      .at = clock_.Now(), .cause = cause};
+    std::erase_if(here, [&](const JobEta::Evicted& x) { return x.job == e.job; });
+    here.push_back(std::move(e));
+    if (here.size() > 3) here.erase(here.begin());
+  }
   if (pod.job >= 0) MemberLeft(pod.job, p, cause);
   Push(now_ + ToMicros(o_.termination_grace), EventType::kDeleted, p);
 }
@@ -2271,6 +2296,7 @@ Forecast World::TakeForecast() const {
                                         .end = f.now + absl::Microseconds(a.end),
                                         .source = a.run_source});
       }
+      e.evicts = job.evicts;
       // The narrowest domain of every node it got: the longest run of levels they all share.
       std::vector<const core::Node*> placed;
       for (const std::string& n : e.nodes) {

@@ -213,6 +213,34 @@ TEST_CASE("eta: a pass told of a later arrival that goes first (the accuracy stu
   CHECK(told->ForJob("default/later") == nullptr);
 }
 
+TEST_CASE("eta: a start that takes room from running work names whose, and why", "[eta]") {
+  Harness h;
+  StartAtT0(h);
+  h.Apply(TwoNodes());
+  // Both nodes are full for 10 hours; low (priority 10) holds n1, high (1000) n2. w (1000) waits.
+  h.Apply(Json::array({Event("ADDED", Running("default", "low", "n1", absl::Minutes(10)).Priority(10)
+                                          .Annotation("berth.io/expected-duration", "10h").Obj()),
+                       Event("ADDED", Running("default", "high", "n2", absl::Minutes(10)).Priority(1000)
+                                          .Annotation("berth.io/expected-duration", "10h").Obj()),
+                       Event("ADDED", MakePod("w").Cpu("8").Gpu(8).Priority(1000)
+                                          .Annotation("berth.io/expected-duration", "1h").Created(At(-absl::Minutes(2))).Obj())}));
+  extender::sim::EtaRunner runner(&h.service(), &h.clock(), EtaConfig());
+  REQUIRE(runner.RunPass().ok());
+  const extender::JobEta& w = EtaOfJob(*h.service().forecast(), "default/w");
+  // kube-scheduler preempts low at once; its room is free when its grace period (30 s) ends.
+  CheckStartsAt(w, absl::Seconds(30));
+  CHECK(w.nodes == std::vector<std::string>{"n1"});
+  CHECK(w.after.empty());
+  REQUIRE(w.evicts.size() == 1);
+  CHECK(w.evicts[0].job == "default/low");
+  CHECK(w.evicts[0].cause == "preemption");
+  CHECK(w.evicts[0].at == kT0);
+  CHECK(extender::EtaSentence(w, kT0) == "expected to start now, on node n1, after evicting default/low (preemption)");
+  const Json explain = ParseReply(h.service().DebugExplain("default/w", false));
+  CHECK(explain["eta"]["evicts"][0]["job"] == "default/low");
+  CHECK(explain["eta"]["evicts"][0]["cause"] == "preemption");
+}
+
 TEST_CASE("eta: without an annotation or a deadline, the queue's median run time ends a running pod", "[eta]") {
   Harness h;
   StartAtT0(h);
