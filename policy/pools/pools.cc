@@ -80,8 +80,10 @@ std::shared_ptr<const PoolMap> PoolMapCache::Get(const core::ClusterState& state
 
 bool IsBorrower(const core::PodState& pod, const PoolMap& map) {
   if (pod.counted_on == core::kNoNode) return false;
+  // A home pool that does not exist (deleted after the pod was placed, or a pod bound by hand)
+  // is one the node is outside of: the pod borrows, as ReclaimCandidates treats it.
   const std::optional<PoolId> home = map.Find(HomePoolName(pod.pod));
-  return home.has_value() && map.PoolOf(pod.counted_on) != *home;
+  return !home.has_value() || map.PoolOf(pod.counted_on) != *home;
 }
 
 // ---- statistics ---------------------------------------------------------------------------------
@@ -121,18 +123,20 @@ std::vector<PoolStats> ComputePoolStats(const core::ClusterState& state, const P
   state.ForEachPod([&](core::PodSlot, const core::PodState& p) {
     if (p.pod.scheduler_name != scheduler_name || core::IsTerminal(p.pod.phase)) return;
     const std::optional<PoolId> home = map.Find(HomePoolName(p.pod));
-    if (!home) return;  // names a pool that does not exist: counted nowhere
     if (p.counted_on == core::kNoNode) {
-      if (p.pod.node_name.empty() && state.FindBind(p.pod.uid.view()) == nullptr) {
+      // Waiting for a pool that does not exist: pending in none.
+      if (home && p.pod.node_name.empty() && state.FindBind(p.pod.uid.view()) == nullptr) {
         out[*home].pending.resources.Add(p.pod.request);
         ++out[*home].pending.pods;
       }
       return;
     }
     const PoolId host = map.PoolOf(p.counted_on);
-    if (host == *home) return;
+    if (home == host) return;
+    // Its node's pool lends it room; a home that does not exist borrows it nowhere (IsBorrower).
     out[host].shared.resources.Add(p.pod.request);
     ++out[host].shared.pods;
+    if (!home) return;
     out[*home].borrowed.resources.Add(p.pod.request);
     ++out[*home].borrowed.pods;
   });

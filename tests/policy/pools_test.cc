@@ -186,6 +186,43 @@ TEST_CASE("pool room: taints and cordons take a node's room away unless tolerate
   CHECK(PoolHasRoom(*view, pod, a));  // n2
 }
 
+TEST_CASE("pool borrowers: a bound pod whose home pool does not exist borrows its node's pool, in every view", "[pools][reclaim]") {
+  core::FakeClock clock;
+  core::ClusterModel model(&clock);
+  model.Apply(PoolsAB());
+  // On a1 (pool a): one of pool a, one naming pool "gone"; one of "gone" also waits.
+  model.Apply(std::vector<core::ModelEvent>{core::PodUpsert{PoolPod("own", "a1", "a", 2000, 100)},
+                                            core::PodUpsert{PoolPod("orphan", "a1", "gone", 2000, 100)},
+                                            core::PodUpsert{PoolPod("waiting", "", "gone", 2000)}});
+  auto view = model.Read();
+  const std::shared_ptr<const PoolMap> map = PoolMap::Build(*view);
+  const core::PodState* own = view->FindPod("own");
+  const core::PodState* orphan = view->FindPod("orphan");
+  REQUIRE(own != nullptr);
+  REQUIRE(orphan != nullptr);
+  CHECK_FALSE(IsBorrower(*own, *map));
+  CHECK(IsBorrower(*orphan, *map));
+  // The statistics agree: pool a lends the orphan its room; no pool borrows it, and the waiting
+  // pod of "gone" is pending in none.
+  const std::vector<PoolStats> stats = ComputePoolStats(*view, *map, kScheduler);
+  const PoolStats& a = stats[*map->Find("a")];
+  CHECK(a.shared.pods == 1);
+  CHECK(a.shared.resources.Get(core::kCpu) == 2000);
+  int64_t borrowed = 0, pending = 0;
+  for (const PoolStats& s : stats) {
+    borrowed += s.borrowed.pods;
+    pending += s.pending.pods;
+  }
+  CHECK(borrowed == 0);
+  CHECK(pending == 0);
+  // And a pod of pool a reclaims the orphan (a borrower, whatever its priority), not its own.
+  const core::Pod mine = PoolPod("mine", "", "a", 8000, 1);
+  const std::vector<const core::PodState*> victims =
+      ReclaimCandidates(*view, *map, mine, view->node(view->FindNodeSlot("a1")), kScheduler, nullptr);
+  REQUIRE(victims.size() == 1);
+  CHECK(victims[0]->pod.uid == "orphan");
+}
+
 TEST_CASE("pool reclaim: victims only on a node the pod may go to", "[pools][placement][reclaim]") {
   core::FakeClock clock;
   core::ClusterModel model(&clock);
