@@ -41,10 +41,12 @@ std::string ShortLevel(std::string_view key) {
   return std::string(slash == std::string_view::npos ? key : key.substr(slash + 1));
 }
 
-std::string JobList(const std::vector<JobEta::After>& after) {
+// "a", "a and b", "a, b and c": each item as `name` words it.
+template <class T, class Name>
+std::string JobList(const std::vector<T>& items, Name name) {
   std::string out;
-  for (size_t i = 0; i < after.size(); ++i) {
-    StrAppend(&out, i == 0 ? "" : i + 1 == after.size() ? " and " : ", ", after[i].job);
+  for (size_t i = 0; i < items.size(); ++i) {
+    StrAppend(&out, i == 0 ? "" : i + 1 == items.size() ? " and " : ", ", name(items[i]));
   }
   return out;
 }
@@ -66,16 +68,13 @@ std::string EtaSentence(const JobEta& eta, absl::Time now) {
     StrAppend(&s, ", on ", placed.size(), " nodes");
   }
   if (!eta.after.empty()) {
-    StrAppend(&s, ", after ", eta.after.size() == 1 ? "job " : "jobs ", JobList(eta.after),
+    StrAppend(&s, ", after ", eta.after.size() == 1 ? "job " : "jobs ", JobList(eta.after, [](const JobEta::After& a) { return a.job; }),
               eta.after.size() == 1 ? " finishes" : " finish", " (expected ends from: ",
               policy::RunTimeSourceName(eta.Basis()), ")");
   }
   if (!eta.evicts.empty()) {
-    StrAppend(&s, eta.after.empty() ? ", after " : ", and ", "evicting ");
-    for (size_t i = 0; i < eta.evicts.size(); ++i) {
-      StrAppend(&s, i == 0 ? "" : i + 1 == eta.evicts.size() ? " and " : ", ", eta.evicts[i].job, " (",
-                eta.evicts[i].cause, ")");
-    }
+    StrAppend(&s, eta.after.empty() ? ", after " : ", and ", "evicting ",
+              JobList(eta.evicts, [](const JobEta::Evicted& e) { return StrCat(e.job, " (", e.cause, ")"); }));
   }
   return s;
 }
