@@ -81,7 +81,7 @@ ABSL_FLAG(std::string, out, "",
 ABSL_FLAG(uint64_t, seed, 1, "simulate: seed of kube-scheduler's random choices, and of --generate");
 ABSL_FLAG(std::string, generate, "",
           "simulate: write a synthetic workload of this profile (gpu-mix, seed-stories, "
-          "gang-fat-tree) to --out instead of simulating");
+          "gang-fat-tree, saturated, saturated-pools) to --out instead of simulating");
 ABSL_FLAG(int, jobs, 0, "simulate --generate: how many jobs");
 ABSL_FLAG(int, nodes, 0, "simulate --generate: cluster size (0: the profile's default)");
 ABSL_FLAG(std::string, cluster_out, "",

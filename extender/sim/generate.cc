@@ -497,9 +497,95 @@ Generated GangFatTree(const GenerateOptions& o) {
   return g;
 }
 
+// --- saturated and saturated-pools --------------------------------------------------------------
+
+// A GPU cluster where work always waits: arrivals above capacity for a day, then a drain. Three
+// queues weighted 1:1:2, each asking for more than its share; single pods of 1-8 GPUs and gangs
+// of 2, 4 and 8 whole nodes within one spine (maxHops 4); log-normal run times, median 45 min.
+// `with_pools` puts every GPU node in one of three team Pools, and has some jobs name their
+// team's pool while the rest name none and borrow.
+Generated Saturated(const GenerateOptions& o, bool with_pools) {
+  constexpr int kPerLeaf = 4, kLeaves = 4, kSpines = 4;
+  const int nodes = o.nodes > 0 ? o.nodes : (with_pools ? 108 : 144);
+  const int cpu_nodes = nodes / 9;
+  const int gpu_nodes = std::max(1, nodes - cpu_nodes);
+  const int total_gpus = gpu_nodes * 8;
+  const double load = o.load > 0 ? o.load : 1.25;
+  const std::vector<std::string> teams = {"team-a", "team-b", "team-c"};
+  Rng rng(o.seed);
+
+  Generated g;
+  Json items = Json::array();
+  for (int i = 0; i < gpu_nodes; ++i) {
+    // Team pools are contiguous blocks of the tree, so each holds whole spines where it can.
+    const std::string pool =
+        with_pools ? teams[std::min<size_t>(2, static_cast<size_t>(i) * 3 / gpu_nodes)] : "gpu";
+    Json labels = {{"berth.io/node-pool", pool}};
+    AddTopology(labels, i, kPerLeaf, kLeaves, kSpines);
+    items.push_back(NodeJson(StrCat("gpu-", Padded(i + 1, 4)), std::move(labels), {96, 1024, 8}));
+  }
+  for (int i = 0; i < cpu_nodes; ++i) {
+    Json labels = {{"berth.io/node-pool", "cpu"}};
+    AddTopology(labels, gpu_nodes + i, kPerLeaf, kLeaves, kSpines);
+    items.push_back(NodeJson(StrCat("cpu-", Padded(i + 1, 4)), std::move(labels), {64, 256, 0}));
+  }
+  if (with_pools) {
+    for (const std::string& team : teams) items.push_back(PoolJson(team, team, false, false, false));
+  }
+  for (auto [name, weight] : {std::pair{"team-a", 1}, std::pair{"team-b", 1}, std::pair{"team-c", 2}}) {
+    items.push_back(QueueJson(name, weight));
+  }
+  AddPriorityClasses(items);
+  g.cluster_json = ListJson(std::move(items));
+
+  // Each queue asks for more than its share at load 1.25: 28% of the work against a share of
+  // 25% for team-a and team-b, 44% against 50% x 1.25 > 1 for team-c.
+  const int gang_cap = std::min(8, LargestPowerOfTwoAtMost(std::min(gpu_nodes, kPerLeaf * kLeaves)));
+  std::vector<Job>& jobs = g.workload.jobs;
+  jobs.reserve(o.jobs);
+  for (int i = 0; i < o.jobs; ++i) {
+    const std::string queue = rng.Pick<std::string>({{"team-a", 0.28}, {"team-b", 0.28}, {"team-c", 0.44}});
+    const std::string priority = rng.Chance(0.2) ? "berth-offline" : "berth-normal";
+    // 0: CPU-only preparation; 1-8: one pod; 16-64: a gang of 8-GPU pods.
+    int gpus = rng.Pick<int>({{0, 6}, {1, 34}, {2, 12}, {4, 12}, {8, 14}, {16, 11}, {32, 7}, {64, 4}});
+    if (gpus > 8) gpus = std::min(gpus, 8 * gang_cap);
+    const double seconds = rng.LogNormal(45 * 60, 1.0, 120, kDay);
+    Job job;
+    if (gpus == 0) {
+      const int cpu = rng.Pick<int>({{4, 1}, {8, 1}, {16, 1}});
+      job = MakeJob(StrCat("prep-", Padded(i + 1, 6)), queue, priority, absl::ZeroDuration(),
+                    Secs(seconds), Pods(rng.Between(1, 4), cpu, cpu * 4, 0));
+    } else {
+      const int per_pod = std::min(gpus, 8);
+      const int count = gpus / per_pod;
+      job = MakeJob(StrCat(count > 1 ? "gang-" : "train-", Padded(i + 1, 6)), queue, priority,
+                    absl::ZeroDuration(), Secs(seconds), Pods(count, per_pod * 8, per_pod * 64, per_pod));
+      if (count > 1) {
+        job.min_member = count;
+        if (gpu_nodes >= kPerLeaf * kLeaves) job.max_hops = 4;  // within one spine
+      }
+      // A team's GPU jobs name its pool three times in five; the rest name none and borrow.
+      if (with_pools && rng.Chance(0.6)) job.pool = queue;
+    }
+    jobs.push_back(std::move(job));
+  }
+  SpreadArrivals(jobs, rng, total_gpus, load, /*diurnal=*/false);
+  g.workload.name = with_pools ? "saturated-pools" : "saturated";
+  g.workload.description = StrCat(
+      with_pools ? "A saturated GPU cluster in three team pools (some jobs name their team's "
+                   "pool, the rest borrow): "
+                 : "A saturated GPU cluster on a fat tree: ",
+      o.jobs, " jobs, seed ", o.seed, ", ", gpu_nodes, " 8-GPU nodes and ", cpu_nodes,
+      " CPU nodes; queues weighted 1:1:2, each asking for more than its share; offered GPU load ",
+      load);
+  return g;
+}
+
 }  // namespace
 
-std::vector<std::string> ProfileNames() { return {"gpu-mix", "seed-stories", "gang-fat-tree"}; }
+std::vector<std::string> ProfileNames() {
+  return {"gpu-mix", "seed-stories", "gang-fat-tree", "saturated", "saturated-pools"};
+}
 
 std::string DescribeProfiles() {
   return "  gpu-mix        GPU jobs of 1-64 GPUs shaped on Philly/PAI trace statistics: "
@@ -507,7 +593,11 @@ std::string DescribeProfiles() {
          "  seed-stories   the seeds' stories: pools lending and reclaiming (004), fair share "
          "with backfill and lifetimes (001), elastic gangs (002) (18 nodes, 3 pools)\n"
          "  gang-fat-tree  gangs of 2-32 members with max-hops limits on a fat tree, with "
-         "small filler pods (128 nodes)\n";
+         "small filler pods (128 nodes)\n"
+         "  saturated      a day of arrivals at 1.25x the GPU capacity, then a drain: pods of "
+         "1-8 GPUs and gangs of 2-8 nodes, queues 1:1:2 (144 nodes)\n"
+         "  saturated-pools  the same load on GPU nodes in three team pools; some jobs name "
+         "their pool, the rest borrow (108 nodes)\n";
 }
 
 absl::StatusOr<Generated> Generate(const GenerateOptions& options) {
@@ -530,6 +620,8 @@ absl::StatusOr<Generated> Generate(const GenerateOptions& options) {
   if (options.profile == "gpu-mix") return GpuMix(options);
   if (options.profile == "seed-stories") return SeedStories(options);
   if (options.profile == "gang-fat-tree") return GangFatTree(options);
+  if (options.profile == "saturated") return Saturated(options, /*with_pools=*/false);
+  if (options.profile == "saturated-pools") return Saturated(options, /*with_pools=*/true);
   std::string known;
   for (const std::string& p : ProfileNames()) StrAppend(&known, known.empty() ? "" : ", ", p);
   return absl::InvalidArgumentError(

@@ -483,6 +483,62 @@ TEST_CASE("generate: gang-fat-tree hop limits fit the tree", "[sim][generate]") 
   CHECK(hops > 700);
 }
 
+TEST_CASE("generate: saturated offers more than the cluster, every queue more than its share",
+          "[sim][generate]") {
+  for (const std::string profile : {"saturated", "saturated-pools"}) {
+    INFO(profile);
+    const Generated g = Gen(profile, 3000, 11);
+    const ClusterCounts c = LoadCluster(g.cluster_json);
+    const bool pools = profile == "saturated-pools";
+    CHECK(c.nodes == (pools ? 108 : 144));
+    CHECK(c.gpus == (pools ? 96 : 128) * 8);
+    CHECK(c.queues == std::set<std::string>{"team-a", "team-b", "team-c"});
+    CHECK(c.pools == (pools ? std::set<std::string>{"team-a", "team-b", "team-c"} : std::set<std::string>{}));
+    std::map<std::string, double> work;  // GPU-seconds by queue
+    double total = 0;
+    int offline = 0, gangs = 0, named = 0, gpu_jobs = 0;
+    for (const Job& j : g.workload.jobs) {
+      const auto& r = j.pods[0].requests;
+      const int gpus = r.contains("nvidia.com/gpu") ? std::stoi(r.at("nvidia.com/gpu")) : 0;
+      const double w = gpus * j.pods[0].count * absl::ToDoubleSeconds(j.duration);
+      work[j.queue] += w;
+      total += w;
+      if (j.priority_class == "berth-offline") ++offline;
+      CHECK((j.priority_class == "berth-offline" || j.priority_class == "berth-normal"));
+      if (gpus > 0) ++gpu_jobs;
+      if (!j.pool.empty()) {
+        ++named;
+        CHECK(j.pool == j.queue);  // a team's jobs name the team's pool
+      }
+      if (j.min_member) {
+        ++gangs;
+        CHECK(gpus == 8);
+        CHECK((j.PodCount() == 2 || j.PodCount() == 4 || j.PodCount() == 8));
+        CHECK(*j.min_member == j.PodCount());
+        CHECK(j.max_hops == std::optional<int>(4));
+      } else {
+        CHECK(j.PodCount() <= 4);
+        CHECK(gpus <= 8);
+      }
+      CHECK(j.duration <= absl::Hours(24));
+    }
+    CHECK(offline == Approx(0.2 * 3000).margin(90));
+    CHECK(gangs > 500);
+    if (pools) {
+      CHECK(named == Approx(0.6 * gpu_jobs).margin(120));
+    } else {
+      CHECK(named == 0);
+    }
+    // Load 1.25 over the span: each queue asks for more than its weighted share (1:1:2).
+    const double span = absl::ToDoubleSeconds(g.workload.jobs.back().submit);
+    CHECK(total / (c.gpus * span) == Approx(1.25).epsilon(0.02));
+    for (auto [queue, share] : {std::pair{"team-a", 0.25}, std::pair{"team-b", 0.25}, std::pair{"team-c", 0.5}}) {
+      INFO(queue);
+      CHECK(work[queue] / (c.gpus * span) > share);
+    }
+  }
+}
+
 TEST_CASE("generate: option errors name the option", "[sim][generate]") {
   auto error = [](const GenerateOptions& o) {
     absl::StatusOr<Generated> g = Generate(o);
@@ -511,7 +567,8 @@ struct Shipped {
   uint64_t seed;
 };
 const std::vector<Shipped> kShipped = {
-    {"gpu-mix", 1000, 1}, {"seed-stories", 300, 1}, {"gang-fat-tree", 500, 1}};
+    {"gpu-mix", 1000, 1},   {"seed-stories", 300, 1},      {"gang-fat-tree", 500, 1},
+    {"saturated", 3200, 1}, {"saturated-pools", 2400, 1}};
 
 std::filesystem::path WorkloadsDir() {
   return std::filesystem::path(BERTH_SOURCE_DIR) / "bench" / "workloads";
