@@ -321,6 +321,11 @@ class World {
   void CheckPoolWait(int p);
   void CheckGang(int job, int epoch);
   void Evicted(const SimPod& p, const std::string& cause, bool work_lost);
+  /// Counts the pod as waiting (submitted, not bound) or no longer, in pending_pods_ and
+  /// pending_gpus_.
+  void SetPending(SimPod& p, bool pending);
+  /// Counts the work of a pod that ran to its end since `from` as completed.
+  void Completed(const SimPod& p, Micros from);
   bool TickDue() const {
     if (now_ - last_tick_ >= ToMicros(o_.idle_tick)) return true;
     // A forecast plans again only once room was freed (a pod gone, a node changed) or a gang
@@ -393,6 +398,7 @@ class World {
   std::vector<double> queue_demand_;  // their usage units
   std::vector<double> pool_lent_, pool_borrowed_;
   int64_t pending_pods_ = 0;
+  double pending_gpus_ = 0;  // GPUs the pending pods ask for
 
   RunMetrics metrics_;
   std::map<std::string, EvictionCount> evictions_;
@@ -630,8 +636,7 @@ absl::Status World::LoadCluster() {
       BindPod(index, it->second);
     } else {
       ToBerth(core::PodUpsert{p.pod});
-      p.pending = true;
-      ++pending_pods_;
+      SetPending(p, true);
       Enqueue(index);
     }
   }
@@ -815,8 +820,7 @@ void World::Submit(int j) {
       SimPod& pod = pods_[static_cast<size_t>(*p)];
       if (study_.enabled && job.min_member == 0) submitted_at_.try_emplace(pod.pod.Key(), now_);
       ToBerth(core::PodUpsert{pod.pod});
-      pod.pending = true;
-      ++pending_pods_;
+      SetPending(pod, true);
       CountQueuePod(pod, +1);
       Enqueue(*p);
     }
@@ -861,10 +865,7 @@ void World::BindPod(int p, int node) {
   CountOnNode(p, node, +1);
   ToBerth(core::PodUpsert{pod.pod});
   CheckNode(node);
-  if (pod.pending) {
-    pod.pending = false;
-    --pending_pods_;
-  }
+  SetPending(pod, false);
   if (pod.target >= 0 && targets_[static_cast<size_t>(pod.target)].start < 0) {
     targets_[static_cast<size_t>(pod.target)].start = now_;
     targets_[static_cast<size_t>(pod.target)].node = n.node.name;
@@ -950,6 +951,20 @@ void World::Evicted(const SimPod& p, const std::string& cause, bool work_lost) {
     e.gpu_hours_lost += hours * p.gpus;
     e.cpu_hours_lost += hours * p.cpus;
   }
+}
+
+void World::Completed(const SimPod& p, Micros from) {
+  if (from < 0 || from > now_) return;
+  const double hours = Seconds(now_ - from) / 3600.0;
+  metrics_.gpu_hours_completed += hours * p.gpus;
+  metrics_.cpu_hours_completed += hours * p.cpus;
+}
+
+void World::SetPending(SimPod& p, bool pending) {
+  if (p.pending == pending) return;
+  p.pending = pending;
+  pending_pods_ += pending ? 1 : -1;
+  pending_gpus_ += pending ? p.gpus : -p.gpus;
 }
 
 // A graceful deletion (eviction, preemption, drain): the pod keeps its room for its grace
@@ -1046,8 +1061,7 @@ void World::Recreate(int p) {
   job.pods[static_cast<size_t>(member)] = *fresh;
   SimPod& np = pods_[static_cast<size_t>(*fresh)];
   ToBerth(core::PodUpsert{np.pod});
-  np.pending = true;
-  ++pending_pods_;
+  SetPending(np, true);
   CountQueuePod(np, +1);
   Enqueue(*fresh);
 }
@@ -1061,10 +1075,7 @@ void World::RemovePod(int p) {
   pod.q = QueueState::kNone;
   Nominate(p, -1);
   if (pod.managed) CountQueuePod(pod, -1);
-  if (pod.pending) {
-    pod.pending = false;
-    --pending_pods_;
-  }
+  SetPending(pod, false);
   const int node = pod.node;
   if (node >= 0) {
     SimNode& n = nodes_[static_cast<size_t>(node)];
@@ -1104,7 +1115,11 @@ void World::FinishJob(int j) {
   for (int q : job.pods) {
     SimPod& m = pods_[static_cast<size_t>(q)];
     if (m.gone) continue;
-    if (m.node >= 0) m.pod.phase = core::PodPhase::kSucceeded;
+    if (m.node >= 0) {
+      m.pod.phase = core::PodPhase::kSucceeded;
+      // A gang's members worked from the gang's start (or from joining it, elastic ones).
+      if (job.min_member > 0 && !m.terminating) Completed(m, std::max(m.bound_at, job.start));
+    }
     RemovePod(q);
   }
   if (berth_ && job.min_member > 0) {
@@ -1850,6 +1865,19 @@ void World::Sample() {
     metrics_.pool_borrowed[pool_names_[i]].push_back(std::max(0.0, pool_borrowed_[i]));
   }
   metrics_.pending_pods.push_back(static_cast<int>(pending_pods_));
+  {
+    const std::optional<core::ResourceId> gpu = names().Find("nvidia.com/gpu");
+    const double total = gpu ? static_cast<double>(total_allocatable_.Get(*gpu)) : 0;
+    metrics_.gpu_demand.push_back(
+        total > 0 ? (static_cast<double>(total_requested_.Get(*gpu)) + std::max(0.0, pending_gpus_)) / total : 0);
+    double held = 0;
+    if (view && total > 0) {
+      (*view)->ForEachReservation([&](std::string_view, const core::Reservation& r) {
+        held += static_cast<double>(r.request.Get(*gpu));
+      });
+    }
+    metrics_.held_gpus.push_back(total > 0 ? held / total : 0);
+  }
   std::vector<policy::NodeRoom> rooms;
   rooms.reserve(nodes_.size());
   for (const SimNode& n : nodes_) {
@@ -1900,6 +1928,7 @@ void World::Run() {
           SimPod& pod = pods_[static_cast<size_t>(e.a)];
           if (pod.gone || pod.terminating) break;
           SimJob& job = jobs_[static_cast<size_t>(pod.job)];
+          Completed(pod, pod.bound_at);
           pod.pod.phase = core::PodPhase::kSucceeded;
           RemovePod(e.a);
           if (++job.pods_finished == static_cast<int>(job.pods.size())) FinishJob(pod.job);
@@ -2170,8 +2199,7 @@ absl::Status World::InitForecast() {
         }
         continue;
       }
-      sp.pending = true;
-      ++pending_pods_;
+      SetPending(sp, true);
       sp.target = static_cast<int>(targets_.size());
       targets_.push_back(Target{.pod = sp.pod.Key()});
       fj.targets.push_back(sp.target);

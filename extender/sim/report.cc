@@ -138,6 +138,15 @@ std::vector<Row> SummaryRows(const Summary& b, const Summary& k) {
       Percent);
   add("useful utilisation nvidia.com/gpu", "usefulUtilisationGpu", b.useful_utilisation_gpu,
       k.useful_utilisation_gpu, Percent);
+  add("share of the run work waits", "waitingShare", b.waiting_share, k.waiting_share, Percent);
+  add("GPU utilisation while work waits", "utilisationGpuWaiting", b.utilisation_gpu_waiting,
+      k.utilisation_gpu_waiting, Percent);
+  add("useful GPU utilisation while work waits", "usefulUtilisationGpuWaiting",
+      b.useful_utilisation_gpu_waiting, k.useful_utilisation_gpu_waiting, Percent);
+  add("GPUs held for unbound pods while work waits", "heldGpuWaiting", b.held_gpu_waiting,
+      k.held_gpu_waiting, Percent);
+  add("goodput GPU-hours/h", "goodputGpu", b.goodput_gpu, k.goodput_gpu,
+      [](double v) { return absl::StrFormat("%.1f", v); });
   add("fairness error", "fairnessError", b.fairness_error, k.fairness_error,
       [](double v) { return absl::StrFormat("%.3f", v); });
   add("fragmentation index", "fragmentation", b.fragmentation, k.fragmentation,
@@ -166,6 +175,8 @@ std::vector<Row> SummaryRows(const Summary& b, const Summary& k) {
       static_cast<double>(k.evicted_pods), count);
   add("GPU-hours lost", "gpuHoursLost", b.gpu_hours_lost, k.gpu_hours_lost,
       [](double v) { return absl::StrFormat("%.1f", v); });
+  add("CPU-hours lost", "cpuHoursLost", b.cpu_hours_lost, k.cpu_hours_lost,
+      [](double v) { return absl::StrFormat("%.1f", v); });
   add("invariant violations", "invariantViolations", static_cast<double>(b.invariant_violations),
       static_cast<double>(k.invariant_violations), count);
   return rows;
@@ -193,7 +204,13 @@ json SummaryJson(const Summary& s) {
               {"partialGangsStuck", s.partial_gangs_stuck},
               {"evictedPods", s.evicted_pods},
               {"gpuHoursLost", s.gpu_hours_lost},
-              {"invariantViolations", s.invariant_violations}};
+              {"cpuHoursLost", s.cpu_hours_lost},
+              {"invariantViolations", s.invariant_violations},
+              {"waitingShare", s.waiting_share},
+              {"utilisationGpuWaiting", s.utilisation_gpu_waiting},
+              {"usefulUtilisationGpuWaiting", s.useful_utilisation_gpu_waiting},
+              {"heldGpuWaiting", s.held_gpu_waiting},
+              {"goodputGpu", s.goodput_gpu}};
 }
 
 // Rounds for report.json's series: enough digits to plot, far fewer bytes.
@@ -238,6 +255,8 @@ json SeriesJson(const RunMetrics& m) {
   s["poolLent"] = map_json(m.pool_lent, 1e-3);
   s["poolBorrowed"] = map_json(m.pool_borrowed, 1e-3);
   s["pendingPods"] = m.pending_pods;
+  s["gpuDemand"] = Rounded(m.gpu_demand, 1e-4);
+  s["heldGpus"] = Rounded(m.held_gpus, 1e-4);
   s["fragmentationIndex"] = Rounded(m.fragmentation_index, 1e-4);
   s["podsThatFit"] = m.pods_that_fit;
   return s;
@@ -1023,6 +1042,12 @@ std::string IndexHtml(const SimResult& r, const std::vector<Plot>& plots,
   absl::StrAppend(&h, "<h3>Wait by queue</h3>\n", HtmlTable(wt.queue_headers, wt.queue_rows),
                   "<h3>Wait by priority class</h3>\n",
                   HtmlTable(wt.class_headers, wt.class_rows));
+  if (std::vector<std::vector<std::string>> fair = FairShareRows(r); fair.size() > 1) {
+    const std::vector<std::string> headers = fair.front();
+    fair.erase(fair.begin());
+    absl::StrAppend(&h, "<h3>Time to fair share (at least 90% of the share due)</h3>\n",
+                    HtmlTable(headers, fair));
+  }
 
   absl::StrAppend(&h, "<h2>Plots</h2>\n");
   if (!plot_problem.empty()) {
@@ -1240,9 +1265,82 @@ Summary Summarize(const RunMetrics& m, const SimInfo& info) {
   for (const auto& e : m.evictions) {
     s.evicted_pods += e.pods;
     s.gpu_hours_lost += e.gpu_hours_lost;
+    s.cpu_hours_lost += e.cpu_hours_lost;
   }
   for (const auto& i : m.invariants) s.invariant_violations += i.violations;
+  if (m.makespan > 0) s.goodput_gpu = m.gpu_hours_completed / (m.makespan / 3600.0);
+  // While work waits: the samples with pods waiting and a GPU demand of at least the cluster.
+  auto gpu_series = [&](const std::map<std::string, std::vector<double>>& series) {
+    auto it = series.find(kGpu);
+    return it == series.end() ? nullptr : &it->second;
+  };
+  const std::vector<double>* util_gpu = gpu_series(m.utilisation);
+  const std::vector<double>* useful_gpu = gpu_series(m.useful_utilisation);
+  double waiting = 0, total = 0, busy = 0, useful = 0, held = 0;
+  // Each sample holds until the next one, the last until the makespan (TimeAverage's weights).
+  for (size_t i = 0; i < m.times.size() && m.times[i] < m.makespan; ++i) {
+    const double next = i + 1 < m.times.size() ? std::min(m.times[i + 1], m.makespan) : m.makespan;
+    const double w = std::max(0.0, next - m.times[i]);
+    total += w;
+    const bool waits = i < m.pending_pods.size() && m.pending_pods[i] > 0 && i < m.gpu_demand.size() &&
+                       m.gpu_demand[i] >= 1.0;
+    if (!waits) continue;
+    waiting += w;
+    if (util_gpu != nullptr && i < util_gpu->size()) busy += w * (*util_gpu)[i];
+    if (useful_gpu != nullptr && i < useful_gpu->size()) useful += w * (*useful_gpu)[i];
+    if (i < m.held_gpus.size()) held += w * m.held_gpus[i];
+  }
+  if (total > 0) s.waiting_share = waiting / total;
+  if (waiting > 0) {
+    s.utilisation_gpu_waiting = busy / waiting;
+    s.useful_utilisation_gpu_waiting = useful / waiting;
+    s.held_gpu_waiting = held / waiting;
+  }
   return s;
+}
+
+std::map<std::string, FairShareReach> FairShareReaches(const RunMetrics& m, double end) {
+  std::map<std::string, FairShareReach> out;
+  for (const auto& [q, fair] : m.queue_fair_share) {
+    auto it = m.queue_share.find(q);
+    if (it == m.queue_share.end()) continue;
+    const std::vector<double>& share = it->second;
+    const size_t n = std::min({fair.size(), share.size(), m.times.size()});
+    FairShareReach r;
+    double demand_since = -1, below_since = -1, episodes_total = 0;
+    bool any = false;
+    for (size_t i = 0; i < n; ++i) {
+      const double t = m.times[i];
+      if (fair[i] <= 0) {  // no demand: nothing is due, any episode ends
+        below_since = -1;
+        continue;
+      }
+      any = true;
+      if (demand_since < 0) demand_since = t;
+      const bool reached = share[i] >= 0.9 * fair[i];
+      if (reached) {
+        if (r.first < 0) r.first = t - demand_since;
+        if (below_since >= 0) {
+          r.longest = std::max(r.longest, t - below_since);
+          episodes_total += t - below_since;
+          ++r.episodes;
+          below_since = -1;
+        }
+      } else if (below_since < 0) {
+        below_since = t;
+      }
+    }
+    if (!any) continue;
+    if (below_since >= 0) {
+      const double last = std::max(end, n > 0 ? m.times[n - 1] : 0.0);
+      r.longest = std::max(r.longest, last - below_since);
+      episodes_total += last - below_since;
+      ++r.episodes;
+    }
+    if (r.episodes > 0) r.mean = episodes_total / static_cast<double>(r.episodes);
+    out[q] = r;
+  }
+  return out;
 }
 
 std::string SummaryTable(const SimResult& r) {
@@ -1260,8 +1358,64 @@ std::string SummaryTable(const SimResult& r) {
   for (const auto& row : wt.class_rows) c.AddRow(row);
   absl::StrAppend(&out, "\nwait by queue\n", q.Render(), "\nwait by priority class\n",
                   c.Render());
+  absl::StrAppend(&out, "\nwork thrown away by evictions\n", EvictionsText(r));
+  absl::StrAppend(&out, "\ntime to fair share (at least 90% of the share due)\n", FairShareText(r));
   absl::StrAppend(&out, EtaStudyText(r.eta));
   return out;
+}
+
+std::string EvictionsText(const SimResult& r) {
+  TextTable t({"cause", "berth pods", "berth GPU-h", "berth CPU-h", "baseline pods",
+               "baseline GPU-h", "baseline CPU-h"});
+  std::map<std::string, std::pair<const EvictionCount*, const EvictionCount*>> causes;
+  for (const auto& e : r.berth.evictions) causes[e.cause].first = &e;
+  for (const auto& e : r.baseline.evictions) causes[e.cause].second = &e;
+  auto cells = [](const EvictionCount* e, std::vector<std::string>& row) {
+    row.push_back(e != nullptr ? absl::StrCat(e->pods) : "0");
+    row.push_back(absl::StrFormat("%.1f", e != nullptr ? e->gpu_hours_lost : 0.0));
+    row.push_back(absl::StrFormat("%.1f", e != nullptr ? e->cpu_hours_lost : 0.0));
+  };
+  for (const auto& [cause, pair] : causes) {
+    std::vector<std::string> row = {cause};
+    cells(pair.first, row);
+    cells(pair.second, row);
+    t.AddRow(row);
+  }
+  return causes.empty() ? std::string("none\n") : t.Render();
+}
+
+// The time-to-fair-share table of both worlds: headers, then one row per queue.
+std::vector<std::vector<std::string>> FairShareRows(const SimResult& r) {
+  const auto b = FairShareReaches(r.berth, EndOfRun(r.berth, r.info));
+  const auto k = FairShareReaches(r.baseline, EndOfRun(r.baseline, r.info));
+  std::vector<std::vector<std::string>> rows = {
+      {"queue", "berth first", "berth longest below", "berth mean below", "baseline first",
+       "baseline longest below", "baseline mean below", "ratio longest"}};
+  std::set<std::string> queues;
+  for (const auto& [q, v] : b) queues.insert(q);
+  for (const auto& [q, v] : k) queues.insert(q);
+  auto first = [](const FairShareReach* x) {
+    return x == nullptr ? std::string("-") : x->first < 0 ? std::string("never") : HumanDuration(x->first);
+  };
+  auto dur = [](const FairShareReach* x, double FairShareReach::*f) {
+    return x == nullptr ? std::string("-") : HumanDuration(x->*f);
+  };
+  for (const std::string& q : queues) {
+    const FairShareReach* x = b.contains(q) ? &b.at(q) : nullptr;
+    const FairShareReach* y = k.contains(q) ? &k.at(q) : nullptr;
+    rows.push_back({q, first(x), dur(x, &FairShareReach::longest), dur(x, &FairShareReach::mean), first(y),
+                    dur(y, &FairShareReach::longest), dur(y, &FairShareReach::mean),
+                    x != nullptr && y != nullptr ? RatioText(x->longest, y->longest) : "-"});
+  }
+  return rows;
+}
+
+std::string FairShareText(const SimResult& r) {
+  const std::vector<std::vector<std::string>> rows = FairShareRows(r);
+  if (rows.size() == 1) return "no queue had demand\n";
+  TextTable t(rows[0]);
+  for (size_t i = 1; i < rows.size(); ++i) t.AddRow(rows[i]);
+  return t.Render();
 }
 
 std::string EtaStudyText(const EtaStudy& e) {
@@ -1323,6 +1477,18 @@ std::string ReportJson(const SimResult& r) {
   j["waits"] = {{"berth", waits(r.berth)}, {"baseline", waits(r.baseline)}};
   j["series"] = {{"berth", SeriesJson(r.berth)}, {"baseline", SeriesJson(r.baseline)}};
   j["evictions"] = {{"berth", EvictionsJson(r.berth)}, {"baseline", EvictionsJson(r.baseline)}};
+  auto reach = [](const std::map<std::string, FairShareReach>& in) {
+    json o = json::object();
+    for (const auto& [q, x] : in) {
+      o[q] = {{"firstSeconds", x.first < 0 ? json(nullptr) : json(x.first)},
+              {"longestBelowSeconds", x.longest},
+              {"meanBelowSeconds", x.mean},
+              {"episodesBelow", x.episodes}};
+    }
+    return o;
+  };
+  j["fairShareReach"] = {{"berth", reach(FairShareReaches(r.berth, EndOfRun(r.berth, r.info)))},
+                         {"baseline", reach(FairShareReaches(r.baseline, EndOfRun(r.baseline, r.info)))}};
   j["invariants"] = {{"berth", InvariantsJson(r.berth)},
                      {"baseline", InvariantsJson(r.baseline)}};
   j["partialGangs"] = {

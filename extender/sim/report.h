@@ -30,9 +30,29 @@ struct Summary {
   int64_t jobs_completed = 0, jobs_never_started = 0;
   int64_t partial_gangs_stuck = 0;
   int64_t evicted_pods = 0;
-  double gpu_hours_lost = 0;
+  double gpu_hours_lost = 0, cpu_hours_lost = 0;
   int64_t invariant_violations = 0;
+  /// While work waits (RunMetrics::gpu_demand): the share of the run it does, and the GPU
+  /// utilisation, raw and useful, averaged over those samples.
+  double waiting_share = 0;
+  double utilisation_gpu_waiting = 0, useful_utilisation_gpu_waiting = 0;
+  /// Room berth held for pods not bound yet, as a share of the GPUs, while work waits.
+  double held_gpu_waiting = 0;
+  /// Goodput: GPU-hours of completed work per hour of the makespan.
+  double goodput_gpu = 0;
 };
+
+/// How long a queue takes to reach its fair share: its share counts as reached at a sample when
+/// it is at least 90% of the fair share due to it then (RunMetrics::queue_fair_share); an
+/// episode below starts when it falls short and ends when it reaches it again.
+struct FairShareReach {
+  double first = -1;   ///< seconds from the queue's first demand to its first reach; -1 never
+  double longest = 0;  ///< the longest episode below, seconds (one still open counts to the end)
+  double mean = 0;     ///< mean episode length, seconds
+  int64_t episodes = 0;
+};
+/// Per queue that had demand.
+std::map<std::string, FairShareReach> FairShareReaches(const RunMetrics& m, double end);
 
 /// Computes one world's headline figures. docs/simulate-report.md defines each.
 Summary Summarize(const RunMetrics& m, const SimInfo& info);
@@ -58,6 +78,12 @@ std::string HumanDuration(double seconds);
 /// The ETA accuracy study's table (empty when the study did not run).
 std::string EtaStudyText(const EtaStudy& e);
 std::string SummaryTable(const SimResult& r);
+/// The work evictions threw away, by cause, for both worlds.
+std::string EvictionsText(const SimResult& r);
+/// FairShareReaches for both worlds, per queue: a header row, then a row per queue.
+std::vector<std::vector<std::string>> FairShareRows(const SimResult& r);
+/// FairShareRows as a text table.
+std::string FairShareText(const SimResult& r);
 
 /// report.json as text.
 std::string ReportJson(const SimResult& r);

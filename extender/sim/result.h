@@ -76,6 +76,14 @@ struct RunMetrics {
   std::map<std::string, std::vector<double>> pool_lent;
   std::map<std::string, std::vector<double>> pool_borrowed;
   std::vector<int> pending_pods;  ///< pods submitted, not running, per sample
+  /// GPU demand per sample: the GPUs bound pods request plus those the pending pods ask for,
+  /// as a fraction of the schedulable GPUs. Work waits for the cluster at a sample when pods wait
+  /// and the demand is at least 1: a scheduler could then keep every GPU busy.
+  std::vector<double> gpu_demand;
+  /// GPUs of room berth's model holds for pods not bound yet (a gang's planned places, room a
+  /// reclaim freed for its pod), as a fraction of the schedulable GPUs, per sample; always 0 for
+  /// the baseline.
+  std::vector<double> held_gpus;
   /// Fragmentation of the schedulable nodes per sample, counted in the workload's most common
   /// pod request (policy/fragmentation): the share of the free GPUs (CPU) such pods cannot use,
   /// and how many of them fit at once.
@@ -84,6 +92,9 @@ struct RunMetrics {
   // --- totals ------------------------------------------------------------------------
   std::vector<JobOutcome> jobs;
   int64_t pods_started = 0;     ///< pod starts (restarts count again)
+  /// GPU-hours and CPU-hours of runs that completed: the work done, without the runs that
+  /// evictions threw away and without gang members that sat bound while their gang waited.
+  double gpu_hours_completed = 0, cpu_hours_completed = 0;
   int64_t jobs_completed = 0;
   double makespan = 0;          ///< seconds from the start to the last job's end
   std::vector<EvictionCount> evictions;

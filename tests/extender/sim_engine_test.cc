@@ -191,6 +191,18 @@ TEST_CASE("simulate: a gang is never partially bound by berth, and is by the bas
   CHECK(r->baseline.useful_utilisation.at("nvidia.com/gpu")[5] == Approx(0.5));
   CHECK(r->berth.utilisation.at("nvidia.com/gpu")[5] == Approx(0.5));
   CHECK(r->berth.useful_utilisation.at("nvidia.com/gpu")[5] == Approx(0.5));
+  // The demand then: x's 4 GPUs and the gang's 8 (bound or waiting) of the cluster's 8, so work
+  // waits in both worlds. Completed work is the same: x's 4 GPUs for 100 s and the gang's 8 for
+  // 100 s from its start; the baseline member bound idle since t=1 adds nothing.
+  for (const RunMetrics* m : {&r->berth, &r->baseline}) {
+    INFO(m->world);
+    CHECK(m->gpu_demand[5] == Approx(1.5));
+    CHECK(m->gpu_hours_completed == Approx((4 * 100 + 8 * 100) / 3600.0));
+    // Work waits at the samples from t=10 to t=100 (taken before the binds at 100): 100 s of 200.
+    CHECK(Summarize(*m, SimInfo{}).waiting_share == Approx(0.5));
+  }
+  // berth holds no room for the gang while x runs (both members would need a node each).
+  for (double held : r->berth.held_gpus) CHECK(held == 0);
 }
 
 // Two queues of equal weight share a 4-CPU node: queue a runs 3 CPUs and queue b, which wants

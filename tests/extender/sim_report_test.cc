@@ -251,6 +251,52 @@ TEST_CASE("Summarize computes the documented figures on a hand-built run", "[sim
   CHECK(s.invariant_violations == 2);
 }
 
+TEST_CASE("figures while work waits, goodput and time to fair share, on a hand-built run",
+          "[sim][report]") {
+  RunMetrics m = HandBuilt();
+  // Work waits at a sample with pods pending and a GPU demand of at least the cluster: samples
+  // 0 (demand 1.5) and 2 (exactly 1.0); not 1 (0.9: every waiting pod could fit) nor 3 (nobody
+  // waits). Sample 0 counts for 60 s, sample 2 for 30 s (the makespan is 150 s): 90 s of 150.
+  m.pending_pods = {5, 3, 1, 0};
+  m.gpu_demand = {1.5, 0.9, 1.0, 2.0};
+  m.utilisation["nvidia.com/gpu"] = {0.9, 0.5, 0.6, 0.1};
+  m.useful_utilisation["nvidia.com/gpu"] = {0.8, 0.5, 0.5, 0.1};
+  m.held_gpus = {0.1, 0.0, 0.04, 0.0};
+  m.gpu_hours_completed = 5;  // over 150 s: 5 / (150 / 3600) = 120 GPU-hours an hour
+  const auto s = extender::sim::Summarize(m, Info());
+  CHECK(s.waiting_share == Approx(90.0 / 150));
+  CHECK(s.utilisation_gpu_waiting == Approx((0.9 * 60 + 0.6 * 30) / 90));   // 0.8
+  CHECK(s.useful_utilisation_gpu_waiting == Approx((0.8 * 60 + 0.5 * 30) / 90));  // 0.7
+  CHECK(s.held_gpu_waiting == Approx((0.1 * 60 + 0.04 * 30) / 90));  // 0.08
+  CHECK(s.goodput_gpu == Approx(120));
+  CHECK(s.cpu_hours_lost == Approx(14));  // 10 + 4 over the two causes
+
+  // Queue a is due 0.5, 1.0, 0.25 and has 0.8, 1.0, 0.25: reached at once, never below. Queue
+  // b is due 0.5 and has 0.2 at 0 (below from 0), nothing due at 60 (the episode ends without
+  // a reach), and reaches 0.25 at 120: first reach 120 s after its first demand, no episode
+  // counted (its only one ended when nothing was due). Queue c is first due at 120 and has it.
+  const auto reach = extender::sim::FairShareReaches(m, 150);
+  REQUIRE(reach.size() == 3);
+  CHECK(reach.at("a").first == 0);
+  CHECK(reach.at("a").episodes == 0);
+  CHECK(reach.at("b").first == 120);
+  CHECK(reach.at("b").episodes == 0);
+  CHECK(reach.at("c").first == 0);
+  // An episode still open at the end counts to the end of the run.
+  m.queue_share["b"] = {0.2, 0.0, 0.1, 0};
+  m.queue_fair_share["b"] = {0.5, 0.5, 0.25, 0.25};
+  const auto open = extender::sim::FairShareReaches(m, 150);
+  CHECK(open.at("b").first == -1);
+  CHECK(open.at("b").episodes == 1);
+  CHECK(open.at("b").longest == 180);  // from 0 to the last sample, at 180 s
+  const std::string text = extender::sim::FairShareText(HandBuiltResult());
+  CHECK(text.find("queue") == 0);
+  CHECK(text.find("never") == std::string::npos);
+  const std::string evictions = extender::sim::EvictionsText(HandBuiltResult());
+  CHECK(evictions.find("reclaim") != std::string::npos);
+  CHECK(evictions.find("1.5") != std::string::npos);
+}
+
 TEST_CASE("no job is named as the longest wait when nobody waited", "[sim][report]") {
   RunMetrics m = HandBuilt();
   m.jobs.pop_back();  // the starved job
@@ -329,8 +375,10 @@ TEST_CASE("the summary table has a row per figure and berth/baseline ratios", "[
         "useful utilisation nvidia.com/gpu", "fairness error",
         "wait p50", "wait p90", "wait p99", "longest wait", "jobs completed",
         "jobs never started", "throughput pods/s", "throughput jobs/s", "makespan",
-        "partial gangs stuck", "evicted pods", "GPU-hours lost", "invariant violations",
-        "wait by queue", "wait by priority class"}) {
+        "partial gangs stuck", "evicted pods", "GPU-hours lost", "CPU-hours lost",
+        "invariant violations", "wait by queue", "wait by priority class",
+        "GPU utilisation while work waits", "useful GPU utilisation while work waits",
+        "goodput GPU-hours/h", "work thrown away by evictions", "time to fair share"}) {
     CHECK(t.find(row) != std::string::npos);
   }
   CHECK(t.find("figure") == 0);
@@ -354,7 +402,7 @@ TEST_CASE("report.json has schema version 2 and every section", "[sim][report]")
   const auto j = nlohmann::json::parse(extender::sim::ReportJson(HandBuiltResult()));
   CHECK(j.at("schemaVersion") == 2);
   for (const char* key : {"info", "summary", "waits", "series", "evictions", "invariants",
-                          "partialGangs", "cost", "jobs"}) {
+                          "partialGangs", "cost", "jobs", "fairShareReach"}) {
     CHECK(j.contains(key));
   }
   CHECK(j["info"]["workloadName"] == "hand-built");
@@ -367,7 +415,7 @@ TEST_CASE("report.json has schema version 2 and every section", "[sim][report]")
   CHECK(j["waits"]["berth"]["byQueue"]["c"]["neverStarted"] == 1);
   CHECK(j["waits"]["baseline"]["byPriorityClass"]["high"]["count"] == 5);
   for (const char* key : {"times", "utilisation", "usefulUtilisation", "queueShare", "queueFairShare", "gangs",
-                          "poolLent", "poolBorrowed", "pendingPods"}) {
+                          "poolLent", "poolBorrowed", "pendingPods", "gpuDemand", "heldGpus"}) {
     CHECK(j["series"]["berth"].contains(key));
     CHECK(j["series"]["baseline"].contains(key));
   }
